@@ -1,0 +1,60 @@
+# logstore: every set-up step lives here, so a fresh machine needs only `make test`.
+#
+#   make run     build, then run the main job (the embedded engine example)
+#   make test    create .venv, install system and Python packages, build the
+#                C core, lint, type-check and run the whole suite
+#   LOGSTORE_SANITIZE=1 make test   the same with ASan + UBSan in the C core
+#   make bench   microbenchmarks (pytest-benchmark), results in .benchmarks/
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+SANITIZE := $(if $(filter 1,$(LOGSTORE_SANITIZE)),1,0)
+STAMP := $(VENV)/.build-stamp-sanitize-$(SANITIZE)
+NATIVE_SOURCES := $(wildcard native/*.c native/*.h native/*.py) setup.py pyproject.toml
+# Debian packages the build and the suite need (compiler and headers).
+SYSTEM_PACKAGES := gcc python3-dev
+PYTEST_ARGS ?=
+
+ifeq ($(SANITIZE),1)
+SANITIZER_ENV := LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+else
+SANITIZER_ENV :=
+endif
+
+.PHONY: run test lint typecheck unit bench system-packages clean
+
+system-packages:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing system packages:$$missing"; \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP): $(VENV)/bin/python $(NATIVE_SOURCES) | system-packages
+	rm -f $(VENV)/.build-stamp-*
+	LOGSTORE_SANITIZE=$(SANITIZE) $(PIP) install -q -e '.[test]'
+	touch $@
+
+run: $(STAMP)
+	$(PY) -m logstore.examples.embedded
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check logstore tests bench
+	$(VENV)/bin/mypy
+
+test: $(STAMP) lint
+	$(SANITIZER_ENV) $(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m pytest bench -q --benchmark-only --benchmark-columns=min,median,mean,ops --benchmark-sort=name
+
+clean:
+	rm -rf build *.egg-info logstore/*.so logstore/_native_c.c .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,57 @@
+"""The native core, loaded as ``logstore._native``.
+
+A thin layer over the cffi module ``logstore._native_c``: it re-exports
+``ffi`` and ``lib`` and maps the core's return codes to exceptions with hints.
+The C side releases the GIL for every call (cffi's default).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from logstore import errors
+
+try:
+    from logstore._native_c import ffi, lib
+except ImportError as exc:  # pragma: no cover - only on a broken install
+    raise ImportError(
+        "logstore's native core is not built: run `make test` (or `pip install -e .`) "
+        "in the repository, which compiles native/ with gcc"
+    ) from exc
+
+__all__ = ["check", "crc32c", "ffi", "lib", "raise_for"]
+
+_MESSAGES: dict[int, tuple[type[errors.LogstoreError], str]] = {
+    lib.LS_ERR_INCOMPLETE: (
+        errors.CorruptRecordError,
+        "the buffer ends inside a record batch (torn or truncated)",
+    ),
+    lib.LS_ERR_CORRUPT: (errors.CorruptRecordError, "a record batch is malformed (sizes, magic or varints)"),
+    lib.LS_ERR_CRC: (errors.CorruptRecordError, "a record batch failed its CRC-32C check"),
+    lib.LS_ERR_CAPACITY: (errors.NativeCapacityError, "an output buffer was too small; please report this"),
+    lib.LS_ERR_ARGUMENT: (errors.InvalidArgumentError, "an argument is out of range"),
+    lib.LS_ERR_NOT_FOUND: (errors.OffsetOutOfRangeError, "no batch holds the requested offset or timestamp"),
+    lib.LS_ERR_OFFSET: (errors.CorruptRecordError, "batch offsets do not increase, or overflow the segment"),
+}
+
+
+def raise_for(rc: int, context: str = "") -> NoReturn:
+    """Raise the exception that native return code ``rc`` stands for."""
+    cls, message = _MESSAGES.get(rc, (errors.LogstoreError, f"native error {rc}"))
+    raise cls(f"{context}: {message}" if context else message)
+
+
+def check(rc: int, context: str = "") -> None:
+    """Raise unless ``rc`` is ``LS_OK``."""
+    if rc != 0:
+        raise_for(rc, context)
+
+
+def crc32c(data: Any, crc: int = 0) -> int:
+    """CRC-32C of a bytes-like object, chainable like the ``crc32c`` package.
+
+    >>> hex(crc32c(b"123456789"))
+    '0xe3069283'
+    """
+    buf = ffi.from_buffer(data)
+    return int(lib.ls_crc32c(crc, buf, len(buf)))

@@ -1,0 +1,48 @@
+"""The exception hierarchy of logstore.
+
+Every error derives from :class:`LogstoreError` and carries a message that
+says what happened and what to do about it. Native return codes map onto these
+classes in :mod:`logstore._native`.
+"""
+
+from __future__ import annotations
+
+
+class LogstoreError(Exception):
+    """Base class of every logstore error."""
+
+
+class CorruptRecordError(LogstoreError):
+    """A record batch failed its CRC-32C or structural checks.
+
+    The bytes are never served. On disk, recovery truncates a log at the first
+    such batch; elsewhere, the producer of the bytes must resend them.
+    """
+
+
+class CorruptIndexError(LogstoreError):
+    """An offset or time index is damaged; it is rebuilt from the log."""
+
+
+class OffsetOutOfRangeError(LogstoreError):
+    """An offset below the log start or above the log end was asked for."""
+
+
+class RecordTooLargeError(LogstoreError):
+    """A batch is larger than the log accepts (``max.message.bytes``)."""
+
+
+class InvalidConfigError(LogstoreError, ValueError):
+    """A configuration key is unknown or its value is out of range."""
+
+
+class InvalidArgumentError(LogstoreError, ValueError):
+    """An argument is outside its documented range."""
+
+
+class ClosedError(LogstoreError):
+    """An operation on a closed segment, index, log or store."""
+
+
+class NativeCapacityError(LogstoreError):
+    """An output buffer handed to the native core was too small (a bug)."""

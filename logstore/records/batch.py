@@ -1,0 +1,294 @@
+"""Reading v2 record batches: a header view per batch, records decoded in C.
+
+A :class:`RecordBatch` is a view over a buffer (bytes, a memoryview of an
+mmap'd segment, a network frame). Its header fields are read at once; its
+records are decoded only when asked, into numpy arrays of offsets and
+positions (:meth:`RecordBatch.columns`) or into :class:`Record` objects.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from logstore._native import ffi, lib, raise_for
+from logstore.errors import CorruptRecordError
+from logstore.records.codecs import CODEC_NAMES, decompress
+from logstore.records.record import Header, Record
+
+HEADER_SIZE = lib.LS_BATCH_HEADER_SIZE
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_ATTR_LOG_APPEND_TIME = 0x08
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+
+
+class Columns:
+    """The records of one batch as numpy arrays over one buffer.
+
+    ``offsets``, ``timestamps`` (int64); ``key_positions``, ``key_lengths``,
+    ``value_positions``, ``value_lengths`` (int32, length -1 = null), relative
+    to ``buffer`` (the decompressed records section); ``header_first`` and
+    ``header_counts`` index the four ``header_*`` arrays.
+    """
+
+    __slots__ = (
+        "buffer",
+        "header_counts",
+        "header_first",
+        "header_key_lengths",
+        "header_key_positions",
+        "header_value_lengths",
+        "header_value_positions",
+        "key_lengths",
+        "key_positions",
+        "offsets",
+        "timestamps",
+        "value_lengths",
+        "value_positions",
+    )
+
+    def __init__(self, buffer: bytes | memoryview, count: int, header_cap: int) -> None:
+        self.buffer = buffer
+        wide = np.empty((2, count), dtype=np.int64)
+        narrow = np.empty((6, count), dtype=np.int32)
+        headers = np.empty((4, header_cap), dtype=np.int32)
+        self.offsets, self.timestamps = wide
+        (
+            self.key_positions,
+            self.key_lengths,
+            self.value_positions,
+            self.value_lengths,
+            self.header_first,
+            self.header_counts,
+        ) = narrow
+        (
+            self.header_key_positions,
+            self.header_key_lengths,
+            self.header_value_positions,
+            self.header_value_lengths,
+        ) = headers
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def _ptr(kind: str, array: np.ndarray) -> Any:
+    return ffi.from_buffer(kind, array)
+
+
+def _decode_columns(section: bytes | memoryview, count: int, header_cap: int) -> Columns | int:
+    """Decode, or return the header capacity needed when header_cap is short."""
+    cols = Columns(section, count, header_cap)
+    total = ffi.new("int64_t *")
+    i64, i32 = "int64_t[]", "int32_t[]"
+    rc = lib.ls_decode_records(
+        ffi.from_buffer(section),
+        len(section),
+        count,
+        _ptr(i64, cols.offsets),
+        _ptr(i64, cols.timestamps),
+        _ptr(i32, cols.key_positions),
+        _ptr(i32, cols.key_lengths),
+        _ptr(i32, cols.value_positions),
+        _ptr(i32, cols.value_lengths),
+        _ptr(i32, cols.header_first),
+        _ptr(i32, cols.header_counts),
+        count,
+        _ptr(i32, cols.header_key_positions),
+        _ptr(i32, cols.header_key_lengths),
+        _ptr(i32, cols.header_value_positions),
+        _ptr(i32, cols.header_value_lengths),
+        header_cap,
+        total,
+    )
+    if rc == lib.LS_ERR_CAPACITY:
+        return int(total[0])
+    if rc != 0:
+        raise_for(rc, "decoding the records of a batch")
+    return cols
+
+
+def _slices(data: bytes, positions: list[int], lengths: list[int]) -> list[bytes | None]:
+    return [None if n < 0 else data[p : p + n] for p, n in zip(positions, lengths, strict=False)]
+
+
+class RecordBatch:
+    """A view of one v2 record batch inside a buffer.
+
+    Header fields are attributes; ``records`` decodes (and decompresses) on
+    each access, O(batch bytes).
+    """
+
+    __slots__ = (
+        "_view",
+        "attributes",
+        "base_offset",
+        "base_sequence",
+        "base_timestamp",
+        "batch_length",
+        "crc",
+        "last_offset_delta",
+        "magic",
+        "max_timestamp",
+        "partition_leader_epoch",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+    )
+
+    def __init__(self, view: memoryview) -> None:
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        ) = _HEADER.unpack_from(view, 0)
+        self._view = view[: 12 + self.batch_length]
+
+    @property
+    def size(self) -> int:
+        """Bytes of the whole batch, log overhead included."""
+        return 12 + self.batch_length
+
+    @property
+    def last_offset(self) -> int:
+        return int(self.base_offset + self.last_offset_delta)
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def compression(self) -> str:
+        return CODEC_NAMES[self.attributes & 0x07]
+
+    @property
+    def timestamp_type(self) -> str:
+        return "LogAppendTime" if self.attributes & _ATTR_LOG_APPEND_TIME else "CreateTime"
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _ATTR_CONTROL)
+
+    @property
+    def raw(self) -> memoryview:
+        """The batch's bytes, as stored (zero-copy)."""
+        return self._view
+
+    def records_section(self) -> bytes | memoryview:
+        """The records section, decompressed when the batch is compressed."""
+        section = self._view[HEADER_SIZE:]
+        codec = self.attributes & 0x07
+        return decompress(codec, section) if codec else section
+
+    def columns(self) -> Columns:
+        """Decode the records into numpy arrays (offsets, timestamps, positions)."""
+        section = self.records_section()
+        count = self.record_count
+        result = _decode_columns(section, count, count)
+        if isinstance(result, int):
+            result = _decode_columns(section, count, result)
+            assert not isinstance(result, int)
+        result.offsets += self.base_offset
+        if self.attributes & _ATTR_LOG_APPEND_TIME:
+            result.timestamps[:] = self.max_timestamp
+        else:
+            result.timestamps += self.base_timestamp
+        return result
+
+    @property
+    def records(self) -> list[Record]:
+        """The records as :class:`Record` objects, in offset order."""
+        cols = self.columns()
+        data = bytes(cols.buffer)
+        keys = _slices(data, cols.key_positions.tolist(), cols.key_lengths.tolist())
+        values = _slices(data, cols.value_positions.tolist(), cols.value_lengths.tolist())
+        if int(cols.header_counts.sum()) == 0:
+            headers: list[tuple[Header, ...]] = [()] * len(cols)
+        else:
+            headers = _headers(data, cols)
+        return list(map(Record, keys, values, headers, cols.timestamps.tolist(), cols.offsets.tolist()))
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records)
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"records={self.record_count}, compression={self.compression}, size={self.size})"
+        )
+
+
+def _headers(data: bytes, cols: Columns) -> list[tuple[Header, ...]]:
+    names = _slices(data, cols.header_key_positions.tolist(), cols.header_key_lengths.tolist())
+    values = _slices(data, cols.header_value_positions.tolist(), cols.header_value_lengths.tolist())
+    result: list[tuple[Header, ...]] = []
+    for first, count in zip(cols.header_first.tolist(), cols.header_counts.tolist(), strict=False):
+        try:
+            result.append(
+                tuple(
+                    (names[i].decode(), values[i])  # type: ignore[union-attr]
+                    for i in range(first, first + count)
+                )
+            )
+        except UnicodeDecodeError as exc:
+            raise CorruptRecordError(f"a header key is not UTF-8: {exc}") from exc
+    return result
+
+
+def scan(buf: Any, flags: int = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS) -> Any:
+    """Run the native scanner over ``buf`` with no index; returns the ls_scan_t."""
+    state = ffi.new("ls_scan_t *")
+    state.offset_prev = -1
+    state.timestamp_max = -1
+    state.timestamp_max_offset = -1
+    state.time_index_last = -1
+    state.flags = flags
+    data = ffi.from_buffer(buf)
+    rc = lib.ls_scan_batches(data, len(data), state, ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, 0)
+    if rc != 0:
+        raise_for(rc, "scanning record batches")
+    return state
+
+
+def parse_batches(buf: Any, *, allow_partial: bool = False) -> Iterator[RecordBatch]:
+    """Yield the batches of a buffer of concatenated v2 batches.
+
+    Every batch is checked (structure and CRC-32C, in C) before any is
+    yielded; a failure raises :class:`CorruptRecordError` once the valid
+    batches before it are out. ``allow_partial`` ends quietly at an incomplete
+    last batch (as a fetch response may have).
+
+    >>> from logstore.records import build_batch
+    >>> [b.last_offset for b in parse_batches(build_batch([b"x", b"y"], base_offset=3))]
+    [4]
+    """
+    view = memoryview(buf).cast("B") if not isinstance(buf, memoryview) else buf.cast("B")
+    state = scan(view)
+    valid = state.bytes_valid
+    position = 0
+    while position < valid:
+        batch = RecordBatch(view[position:])
+        yield batch
+        position += batch.size
+    if state.stop == lib.LS_ERR_INCOMPLETE and allow_partial:
+        return
+    if state.stop != 0:
+        raise_for(state.stop, f"record batch at byte {valid}")

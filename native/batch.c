@@ -1,0 +1,289 @@
+/*
+ * Record batches (Kafka v2): header checks, scanning, offset assignment,
+ * searches by offset and timestamp, sealing a built batch.
+ *
+ * Every loop over batches advances by a whole batch of at least
+ * LS_BATCH_HEADER_SIZE bytes, so it runs at most len / 61 times.
+ */
+#include "ls_core.h"
+
+int ls_batch_header(const uint8_t *buf, int64_t len, int64_t size_max,
+                    ls_batch_t *batch) {
+    ls_assert(len >= 0);
+    ls_assert(batch != NULL);
+    if (len < LS_LOG_OVERHEAD) return LS_ERR_INCOMPLETE;
+    int64_t batch_length = (int32_t)ls_load_u32be(buf + LS_POS_BATCH_LENGTH);
+    /* A length below the header is garbage, not a torn write. */
+    if (batch_length < LS_BATCH_HEADER_SIZE - LS_LOG_OVERHEAD) return LS_ERR_CORRUPT;
+    int64_t size = LS_LOG_OVERHEAD + batch_length;
+    if (size > size_max) return LS_ERR_CORRUPT;
+    if (len < LS_BATCH_HEADER_SIZE) return LS_ERR_INCOMPLETE;
+    if (buf[LS_POS_MAGIC] != LS_MAGIC_V2) return LS_ERR_CORRUPT;
+    batch->base_offset = (int64_t)ls_load_u64be(buf + LS_POS_BASE_OFFSET);
+    batch->batch_length = (int32_t)batch_length;
+    batch->size = size;
+    batch->attributes = (int16_t)ls_load_u16be(buf + LS_POS_ATTRIBUTES);
+    batch->last_offset_delta = (int32_t)ls_load_u32be(buf + LS_POS_LAST_OFFSET_DELTA);
+    batch->timestamp_base = (int64_t)ls_load_u64be(buf + LS_POS_BASE_TIMESTAMP);
+    batch->timestamp_max = (int64_t)ls_load_u64be(buf + LS_POS_MAX_TIMESTAMP);
+    batch->record_count = (int32_t)ls_load_u32be(buf + LS_POS_RECORD_COUNT);
+    batch->crc = ls_load_u32be(buf + LS_POS_CRC);
+    if (batch->base_offset < 0) return LS_ERR_CORRUPT;
+    if (batch->last_offset_delta < 0) return LS_ERR_CORRUPT;
+    if (batch->record_count < 0) return LS_ERR_CORRUPT;
+    if ((batch->attributes & LS_ATTR_COMPRESSION_MASK) > LS_COMPRESSION_MAX) return LS_ERR_CORRUPT;
+    if (batch->base_offset > INT64_MAX - batch->last_offset_delta) return LS_ERR_CORRUPT;
+    /* Each record takes at least 7 bytes; a count beyond that is a lie. */
+    if ((batch->attributes & LS_ATTR_COMPRESSION_MASK) == 0 &&
+        (int64_t)batch->record_count * 7 > size - LS_BATCH_HEADER_SIZE)
+        return LS_ERR_CORRUPT;
+    if (len < size) return LS_ERR_INCOMPLETE;
+    return LS_OK;
+}
+
+static int batch_check_crc(const uint8_t *buf, const ls_batch_t *batch) {
+    uint32_t crc = ls_crc32c(0, buf + LS_POS_ATTRIBUTES, batch->size - LS_POS_ATTRIBUTES);
+    return crc == batch->crc ? LS_OK : LS_ERR_CRC;
+}
+
+/* Walks the records section of an uncompressed batch: structure only. */
+static int batch_check_records(const uint8_t *buf, const ls_batch_t *batch) {
+    const uint8_t *records = buf + LS_BATCH_HEADER_SIZE;
+    int64_t len = batch->size - LS_BATCH_HEADER_SIZE;
+    int64_t header_total = 0;
+    int32_t count = batch->record_count;
+    /* Decoding into no arrays validates structure; header_cap 0 is fine
+     * because capacity shortfalls only report the total needed. */
+    int rc = ls_decode_records(records, len, count, NULL, NULL, NULL, NULL, NULL,
+                               NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0,
+                               &header_total);
+    if (rc == LS_ERR_CAPACITY) rc = LS_OK;
+    return rc;
+}
+
+static void scan_index_entry(ls_scan_t *scan, const ls_batch_t *batch,
+                             int64_t position, uint32_t *index_offsets,
+                             uint32_t *index_positions, int64_t *time_timestamps,
+                             uint32_t *time_offsets) {
+    int64_t offset_last = batch->base_offset + batch->last_offset_delta;
+    index_offsets[scan->index_count] = (uint32_t)(offset_last - scan->segment_base_offset);
+    index_positions[scan->index_count] = (uint32_t)position;
+    scan->index_count++;
+    /* Kafka's TimeIndex.maybeAppend: only a strictly larger timestamp. */
+    if (scan->timestamp_max > scan->time_index_last) {
+        time_timestamps[scan->time_index_count] = scan->timestamp_max;
+        time_offsets[scan->time_index_count] =
+            (uint32_t)(scan->timestamp_max_offset - scan->segment_base_offset);
+        scan->time_index_count++;
+        scan->time_index_last = scan->timestamp_max;
+    }
+    scan->bytes_since_index = 0;
+}
+
+static int scan_check_batch(const uint8_t *buf, int64_t len, ls_scan_t *scan,
+                            ls_batch_t *batch) {
+    int rc = ls_batch_header(buf, len, scan->batch_size_max, batch);
+    if (rc != LS_OK) return rc;
+    int64_t offset_last = batch->base_offset + batch->last_offset_delta;
+    if ((scan->flags & LS_SCAN_MONOTONIC) && batch->base_offset <= scan->offset_prev)
+        return LS_ERR_OFFSET;
+    if (scan->index_interval > 0) {
+        /* Index entries hold u32 offsets relative to the segment base. */
+        if (batch->base_offset < scan->segment_base_offset) return LS_ERR_OFFSET;
+        if (offset_last - scan->segment_base_offset > UINT32_MAX) return LS_ERR_OFFSET;
+    }
+    if (scan->flags & LS_SCAN_CRC) {
+        rc = batch_check_crc(buf, batch);
+        if (rc != LS_OK) return rc;
+    }
+    if ((scan->flags & LS_SCAN_RECORDS) && (batch->attributes & LS_ATTR_COMPRESSION_MASK) == 0) {
+        rc = batch_check_records(buf, batch);
+        if (rc != LS_OK) return rc;
+    }
+    return LS_OK;
+}
+
+int ls_scan_batches(const uint8_t *buf, int64_t len, ls_scan_t *scan,
+                    uint32_t *index_offsets, uint32_t *index_positions,
+                    int64_t *time_timestamps, uint32_t *time_offsets,
+                    int64_t index_cap) {
+    if (scan == NULL || len < 0 || (buf == NULL && len > 0)) return LS_ERR_ARGUMENT;
+    if (scan->batch_size_max <= 0) scan->batch_size_max = LS_BATCH_SIZE_LIMIT;
+    /* Index positions are u32: an indexed segment stays below 4 GiB. */
+    if (scan->index_interval > 0 &&
+        (scan->position_base < 0 || scan->position_base + len > (int64_t)UINT32_MAX + 1))
+        return LS_ERR_ARGUMENT;
+    scan->bytes_valid = 0;
+    scan->batch_count = 0;
+    scan->record_count = 0;
+    scan->offset_first = -1;
+    scan->offset_last = -1;
+    scan->index_count = 0;
+    scan->time_index_count = 0;
+    scan->stop = LS_OK;
+    int64_t position = 0;
+    int64_t iterations_max = len / LS_BATCH_HEADER_SIZE + 1;
+    for (int64_t i = 0; i < iterations_max && position < len; i++) {
+        ls_batch_t batch;
+        int rc = scan_check_batch(buf + position, len - position, scan, &batch);
+        if (rc != LS_OK) {
+            scan->stop = rc;
+            break;
+        }
+        ls_assert(batch.size >= LS_BATCH_HEADER_SIZE && position + batch.size <= len);
+        int64_t offset_last = batch.base_offset + batch.last_offset_delta;
+        if (batch.timestamp_max > scan->timestamp_max) {
+            scan->timestamp_max = batch.timestamp_max;
+            scan->timestamp_max_offset = offset_last;
+        }
+        if (scan->index_interval > 0 && scan->bytes_since_index > scan->index_interval) {
+            if (scan->index_count >= index_cap || scan->time_index_count >= index_cap)
+                return LS_ERR_CAPACITY;
+            scan_index_entry(scan, &batch, scan->position_base + position, index_offsets,
+                             index_positions, time_timestamps, time_offsets);
+        }
+        scan->bytes_since_index += batch.size;
+        if (scan->offset_first < 0) scan->offset_first = batch.base_offset;
+        scan->offset_last = offset_last;
+        scan->offset_prev = offset_last;
+        scan->batch_count++;
+        scan->record_count += batch.record_count;
+        position += batch.size;
+        scan->bytes_valid = position;
+    }
+    ls_assert(scan->bytes_valid <= len);
+    return LS_OK;
+}
+
+int ls_assign_offsets(uint8_t *buf, int64_t len, int64_t offset_next,
+                      int32_t partition_leader_epoch, int64_t log_append_time,
+                      int64_t *offset_last_out) {
+    if (buf == NULL || len < 0 || offset_next < 0 || offset_last_out == NULL)
+        return LS_ERR_ARGUMENT;
+    int64_t position = 0;
+    int64_t iterations_max = len / LS_BATCH_HEADER_SIZE + 1;
+    for (int64_t i = 0; i < iterations_max && position < len; i++) {
+        ls_batch_t batch;
+        int rc = ls_batch_header(buf + position, len - position, len, &batch);
+        if (rc != LS_OK) return rc;
+        uint8_t *b = buf + position;
+        ls_store_u64be(b + LS_POS_BASE_OFFSET, (uint64_t)offset_next);
+        ls_store_u32be(b + LS_POS_LEADER_EPOCH, (uint32_t)partition_leader_epoch);
+        if (log_append_time >= 0) {
+            uint16_t attributes = (uint16_t)batch.attributes | LS_ATTR_TIMESTAMP_LOG_APPEND;
+            ls_store_u16be(b + LS_POS_ATTRIBUTES, attributes);
+            ls_store_u64be(b + LS_POS_MAX_TIMESTAMP, (uint64_t)log_append_time);
+            uint32_t crc = ls_crc32c(0, b + LS_POS_ATTRIBUTES, batch.size - LS_POS_ATTRIBUTES);
+            ls_store_u32be(b + LS_POS_CRC, crc);
+        }
+        offset_next += (int64_t)batch.last_offset_delta + 1;
+        position += batch.size;
+    }
+    if (position != len) return LS_ERR_CORRUPT;
+    *offset_last_out = offset_next - 1;
+    return LS_OK;
+}
+
+/* Shared walk of the searches: the first batch for which the predicate holds.
+ * Only headers are read; CRCs are the reader's business. */
+static int search_batches(const uint8_t *buf, int64_t len, int64_t position_start,
+                          int64_t target, int by_timestamp, int64_t *position_out,
+                          int64_t *size_out) {
+    if (buf == NULL || len < 0 || position_start < 0 || position_out == NULL || size_out == NULL)
+        return LS_ERR_ARGUMENT;
+    if (position_start > len) return LS_ERR_ARGUMENT;
+    int64_t position = position_start;
+    int64_t iterations_max = (len - position_start) / LS_BATCH_HEADER_SIZE + 1;
+    for (int64_t i = 0; i < iterations_max && position < len; i++) {
+        ls_batch_t batch;
+        int rc = ls_batch_header(buf + position, len - position, len, &batch);
+        if (rc != LS_OK) return rc;
+        int64_t key = by_timestamp ? batch.timestamp_max
+                                   : batch.base_offset + batch.last_offset_delta;
+        if (key >= target) {
+            *position_out = position;
+            *size_out = batch.size;
+            return LS_OK;
+        }
+        position += batch.size;
+    }
+    return LS_ERR_NOT_FOUND;
+}
+
+int ls_search_offset(const uint8_t *buf, int64_t len, int64_t position_start,
+                     int64_t offset_target, int64_t *position_out, int64_t *size_out) {
+    return search_batches(buf, len, position_start, offset_target, 0, position_out, size_out);
+}
+
+int ls_search_timestamp(const uint8_t *buf, int64_t len, int64_t position_start,
+                        int64_t timestamp, int64_t *position_out, int64_t *size_out) {
+    return search_batches(buf, len, position_start, timestamp, 1, position_out, size_out);
+}
+
+int ls_batch_seal(uint8_t *batch, int64_t batch_len, int64_t base_offset,
+                  int32_t partition_leader_epoch, int16_t attributes,
+                  int32_t last_offset_delta, int64_t timestamp_base,
+                  int64_t timestamp_max, int64_t producer_id, int16_t producer_epoch,
+                  int32_t base_sequence, int32_t record_count) {
+    if (batch == NULL || batch_len < LS_BATCH_HEADER_SIZE || batch_len > LS_BATCH_SIZE_LIMIT)
+        return LS_ERR_ARGUMENT;
+    if (base_offset < 0 || last_offset_delta < 0 || record_count < 0) return LS_ERR_ARGUMENT;
+    if ((attributes & LS_ATTR_COMPRESSION_MASK) > LS_COMPRESSION_MAX) return LS_ERR_ARGUMENT;
+    ls_store_u64be(batch + LS_POS_BASE_OFFSET, (uint64_t)base_offset);
+    ls_store_u32be(batch + LS_POS_BATCH_LENGTH, (uint32_t)(batch_len - LS_LOG_OVERHEAD));
+    ls_store_u32be(batch + LS_POS_LEADER_EPOCH, (uint32_t)partition_leader_epoch);
+    batch[LS_POS_MAGIC] = LS_MAGIC_V2;
+    ls_store_u16be(batch + LS_POS_ATTRIBUTES, (uint16_t)attributes);
+    ls_store_u32be(batch + LS_POS_LAST_OFFSET_DELTA, (uint32_t)last_offset_delta);
+    ls_store_u64be(batch + LS_POS_BASE_TIMESTAMP, (uint64_t)timestamp_base);
+    ls_store_u64be(batch + LS_POS_MAX_TIMESTAMP, (uint64_t)timestamp_max);
+    ls_store_u64be(batch + LS_POS_PRODUCER_ID, (uint64_t)producer_id);
+    ls_store_u16be(batch + LS_POS_PRODUCER_EPOCH, (uint16_t)producer_epoch);
+    ls_store_u32be(batch + LS_POS_BASE_SEQUENCE, (uint32_t)base_sequence);
+    ls_store_u32be(batch + LS_POS_RECORD_COUNT, (uint32_t)record_count);
+    uint32_t crc = ls_crc32c(0, batch + LS_POS_ATTRIBUTES, batch_len - LS_POS_ATTRIBUTES);
+    ls_store_u32be(batch + LS_POS_CRC, crc);
+    /* Read back what we wrote: the header must now pass our own checks. */
+    ls_batch_t check;
+    ls_assert(ls_batch_header(batch, batch_len, batch_len, &check) == LS_OK);
+    ls_assert(check.size == batch_len && check.crc == crc);
+    return LS_OK;
+}
+
+int ls_batch_positions(const uint8_t *buf, int64_t len, int64_t *positions,
+                       int64_t cap, int64_t *count_out) {
+    if (buf == NULL || len < 0 || count_out == NULL || cap < 0) return LS_ERR_ARGUMENT;
+    int64_t position = 0, count = 0;
+    int64_t iterations_max = len / LS_BATCH_HEADER_SIZE + 1;
+    for (int64_t i = 0; i < iterations_max && position < len; i++) {
+        ls_batch_t batch;
+        int rc = ls_batch_header(buf + position, len - position, len, &batch);
+        if (rc != LS_OK) return rc;
+        if (count >= cap) return LS_ERR_CAPACITY;
+        positions[count++] = position;
+        position += batch.size;
+    }
+    *count_out = count;
+    return LS_OK;
+}
+
+int ls_span_batches(const uint8_t *buf, int64_t len, int64_t position, int64_t bytes_max,
+                    int64_t *size_out, int64_t *count_out) {
+    if (buf == NULL || len < 0 || position < 0 || position > len || size_out == NULL ||
+        count_out == NULL)
+        return LS_ERR_ARGUMENT;
+    int64_t end = position, count = 0;
+    int64_t iterations_max = (len - position) / LS_BATCH_HEADER_SIZE + 1;
+    for (int64_t i = 0; i < iterations_max && end < len; i++) {
+        ls_batch_t batch;
+        int rc = ls_batch_header(buf + end, len - end, len, &batch);
+        if (rc != LS_OK) return rc;
+        if (count > 0 && end - position + batch.size > bytes_max) break;
+        end += batch.size;
+        count++;
+    }
+    ls_assert(end <= len);
+    *size_out = end - position;
+    *count_out = count;
+    return LS_OK;
+}

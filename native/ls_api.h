@@ -1,0 +1,169 @@
+/*
+ * logstore native core: the flat API.
+ *
+ * This header is parsed twice: by the C compiler (through ls_core.h) and by
+ * cffi's cdef, so it holds only declarations cffi understands: no includes,
+ * no macros with expressions, fixed-width integer types only.
+ *
+ * Conventions:
+ * - Buffers are (pointer, length) pairs; lengths are int64_t and never negative.
+ * - Functions return an int status: LS_OK (0) or a negative LS_ERR_* code.
+ *   Bad input is a status, never an abort; an abort means a broken invariant
+ *   inside this library.
+ * - Record batch fields are big-endian on disk, as in Kafka's v2 format.
+ */
+
+enum {
+    LS_OK = 0,
+    LS_ERR_INCOMPLETE = -1, /* buffer ends inside a batch (torn tail) */
+    LS_ERR_CORRUPT = -2,    /* structure invalid: sizes, magic, varints */
+    LS_ERR_CRC = -3,        /* CRC-32C mismatch */
+    LS_ERR_CAPACITY = -4,   /* caller's output array or buffer too small */
+    LS_ERR_ARGUMENT = -5,   /* an argument outside its documented range */
+    LS_ERR_NOT_FOUND = -6,  /* no batch satisfies the search */
+    LS_ERR_OFFSET = -7      /* offsets not increasing, or beyond u32 of base */
+};
+
+enum {
+    LS_BATCH_HEADER_SIZE = 61,
+    LS_LOG_OVERHEAD = 12,
+    LS_OFFSET_INDEX_ENTRY_SIZE = 8,
+    LS_TIME_INDEX_ENTRY_SIZE = 12
+};
+
+enum {
+    LS_SCAN_CRC = 1,      /* verify each batch's CRC-32C */
+    LS_SCAN_RECORDS = 2,  /* walk the records of uncompressed batches */
+    LS_SCAN_MONOTONIC = 4 /* base offsets must exceed the previous last offset */
+};
+
+typedef struct ls_scan {
+    /* Inputs, carried from one call to the next for one segment. */
+    int64_t position_base;       /* file position of buf[0] */
+    int64_t segment_base_offset; /* index entries are relative to this */
+    int64_t index_interval;      /* bytes between index entries; <= 0: none */
+    int64_t bytes_since_index;   /* bytes appended since the last entry */
+    int64_t offset_prev;         /* last offset before buf; -1 if none */
+    int64_t timestamp_max;       /* largest batch max timestamp so far; -1 */
+    int64_t timestamp_max_offset;/* last offset of that batch; -1 */
+    int64_t time_index_last;     /* timestamp of the last time index entry */
+    int64_t batch_size_max;      /* largest batch accepted, in bytes */
+    uint32_t flags;              /* LS_SCAN_* */
+    /* Outputs. */
+    int64_t bytes_valid;   /* bytes of whole valid batches from buf[0] */
+    int64_t batch_count;
+    int64_t record_count;  /* sum of the batches' record counts */
+    int64_t offset_first;  /* base offset of the first valid batch, -1 */
+    int64_t offset_last;   /* last offset of the last valid batch, -1 */
+    int64_t index_count;   /* offset index entries written */
+    int64_t time_index_count; /* time index entries written */
+    int32_t stop;          /* LS_OK at a clean end, else why the scan stopped */
+} ls_scan_t;
+
+/* CRC-32C (Castagnoli), chainable like the crc32c package: pass the previous
+ * result as crc, 0 to start. */
+uint32_t ls_crc32c(uint32_t crc, const uint8_t *buf, int64_t len);
+uint32_t ls_crc32c_software(uint32_t crc, const uint8_t *buf, int64_t len);
+int ls_crc32c_hardware_available(void);
+
+/* Scans whole batches from buf, validating per scan->flags, stopping at the
+ * first invalid or incomplete batch. Writes the index entries due (Kafka's
+ * rule: an entry when more than index_interval bytes passed since the last)
+ * into the four arrays of capacity index_cap. Returns scan->stop's class:
+ * LS_OK when the scan ran (even if it stopped early; see scan->stop), or
+ * LS_ERR_ARGUMENT / LS_ERR_CAPACITY. */
+int ls_scan_batches(const uint8_t *buf, int64_t len, ls_scan_t *scan,
+                    uint32_t *index_offsets, uint32_t *index_positions,
+                    int64_t *time_timestamps, uint32_t *time_offsets,
+                    int64_t index_cap);
+
+/* Rewrites base offsets from offset_next on, and partition leader epochs.
+ * log_append_time >= 0 stamps LogAppendTime (attribute bit 3, max timestamp)
+ * and recomputes the CRC. buf must hold whole batches, already scanned. */
+int ls_assign_offsets(uint8_t *buf, int64_t len, int64_t offset_next,
+                      int32_t partition_leader_epoch, int64_t log_append_time,
+                      int64_t *offset_last_out);
+
+/* Index lookups: the slot of the last entry whose key is <= target, or -1.
+ * entries point at big-endian index bytes (memory-mapped files). */
+int64_t ls_offset_index_lookup(const uint8_t *entries, int64_t entry_count,
+                               uint32_t offset_relative);
+int64_t ls_time_index_lookup(const uint8_t *entries, int64_t entry_count,
+                             int64_t timestamp);
+
+/* From position_start, the first batch whose last offset >= offset_target. */
+int ls_search_offset(const uint8_t *buf, int64_t len, int64_t position_start,
+                     int64_t offset_target, int64_t *position_out,
+                     int64_t *size_out);
+
+/* Offset index lookup, then ls_search_offset, in one call: the batch of a
+ * segment holding offset_target (or the first after it). */
+int ls_segment_locate(const uint8_t *log, int64_t log_len,
+                      const uint8_t *index, int64_t index_count,
+                      int64_t segment_base_offset, int64_t offset_target,
+                      int64_t *position_out, int64_t *size_out);
+
+/* From position_start, the first batch whose max timestamp >= timestamp. */
+int ls_search_timestamp(const uint8_t *buf, int64_t len, int64_t position_start,
+                        int64_t timestamp, int64_t *position_out,
+                        int64_t *size_out);
+
+/* Encodes count records into out (the records section of a batch). Keys and
+ * values are concatenated in keys/values with lengths (-1 = null); key_lens,
+ * timestamps and header_counts may be NULL (all null keys, all timestamp_base,
+ * no headers). Headers: header_counts[i] per record; header bytes concatenated
+ * key, value, key, value... with header_key_lens / header_value_lens
+ * (-1 = null value). out_len gets the bytes written, timestamp_max_out the
+ * largest timestamp. */
+int ls_encode_records(uint8_t *out, int64_t out_cap, int32_t count,
+                      int64_t timestamp_base, const int64_t *timestamps,
+                      const uint8_t *keys, const int32_t *key_lens,
+                      const uint8_t *values, const int32_t *value_lens,
+                      const int32_t *header_counts, const uint8_t *header_data,
+                      const int32_t *header_key_lens,
+                      const int32_t *header_value_lens, int64_t *out_len,
+                      int64_t *timestamp_max_out);
+
+/* Writes the 61-byte header at batch[0] for a records section that follows
+ * it (batch_len bytes in all) and computes the CRC. */
+int ls_batch_seal(uint8_t *batch, int64_t batch_len, int64_t base_offset,
+                  int32_t partition_leader_epoch, int16_t attributes,
+                  int32_t last_offset_delta, int64_t timestamp_base,
+                  int64_t timestamp_max, int64_t producer_id,
+                  int16_t producer_epoch, int32_t base_sequence,
+                  int32_t record_count);
+
+/* Decodes a records section into parallel arrays of capacity record_cap;
+ * header arrays have capacity header_cap (LS_ERR_CAPACITY with
+ * *header_total set to the count needed when short). Positions are relative
+ * to records[0]; lengths are -1 for null. */
+int ls_decode_records(const uint8_t *records, int64_t len, int32_t count,
+                      int64_t *offset_deltas, int64_t *timestamp_deltas,
+                      int32_t *key_pos, int32_t *key_lens, int32_t *value_pos,
+                      int32_t *value_lens, int32_t *header_first,
+                      int32_t *header_counts, int64_t record_cap,
+                      int32_t *header_key_pos, int32_t *header_key_lens,
+                      int32_t *header_value_pos, int32_t *header_value_lens,
+                      int64_t header_cap, int64_t *header_total);
+
+/* Positions of the batches in buf (whole batches, already scanned). */
+int ls_batch_positions(const uint8_t *buf, int64_t len, int64_t *positions,
+                       int64_t cap, int64_t *count_out);
+
+/* Bytes of the whole batches from position on that fit in bytes_max (at
+ * least one batch, as Kafka serves a first batch larger than the limit). */
+int ls_span_batches(const uint8_t *buf, int64_t len, int64_t position,
+                    int64_t bytes_max, int64_t *size_out, int64_t *count_out);
+
+/* Checks a segment's offset index against its log: entries strictly
+ * increasing, and each entry's position the start of a batch whose last
+ * offset is the entry's offset. Returns LS_OK or LS_ERR_CORRUPT, with the
+ * first bad slot in *slot_bad. */
+int ls_offset_index_verify(const uint8_t *log, int64_t log_len, const uint8_t *index,
+                           int64_t index_count, int64_t segment_base_offset,
+                           int64_t *slot_bad);
+
+/* Checks a time index: timestamps strictly increasing, offsets
+ * non-decreasing and at most offset_relative_max. */
+int ls_time_index_verify(const uint8_t *index, int64_t index_count,
+                         int64_t offset_relative_max, int64_t *slot_bad);

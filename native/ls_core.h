@@ -1,0 +1,140 @@
+/* Internal header of the native core: includes, assertions, byte order. */
+#ifndef LS_CORE_H
+#define LS_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ls_api.h"
+
+/* Assertions stay on in release builds: a broken invariant in a storage
+ * engine must stop the process before it writes a wrong byte to disk. */
+#define ls_assert(cond)                                                       \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "logstore native assertion failed: %s (%s:%d)\n", \
+                    #cond, __FILE__, __LINE__);                               \
+            abort();                                                          \
+        }                                                                     \
+    } while (0)
+
+/* Batch header field positions (Kafka RecordBatch v2). */
+enum {
+    LS_POS_BASE_OFFSET = 0,
+    LS_POS_BATCH_LENGTH = 8,
+    LS_POS_LEADER_EPOCH = 12,
+    LS_POS_MAGIC = 16,
+    LS_POS_CRC = 17,
+    LS_POS_ATTRIBUTES = 21,
+    LS_POS_LAST_OFFSET_DELTA = 23,
+    LS_POS_BASE_TIMESTAMP = 27,
+    LS_POS_MAX_TIMESTAMP = 35,
+    LS_POS_PRODUCER_ID = 43,
+    LS_POS_PRODUCER_EPOCH = 51,
+    LS_POS_BASE_SEQUENCE = 53,
+    LS_POS_RECORD_COUNT = 57
+};
+
+enum {
+    LS_MAGIC_V2 = 2,
+    LS_ATTR_COMPRESSION_MASK = 0x07,
+    LS_ATTR_TIMESTAMP_LOG_APPEND = 0x08,
+    LS_COMPRESSION_MAX = 4, /* zstd */
+    /* Whole batches never exceed this, whatever the caller allows. */
+    LS_BATCH_SIZE_LIMIT = 0x7fffffff
+};
+
+static inline uint16_t ls_load_u16be(const uint8_t *p) {
+    return (uint16_t)((uint16_t)p[0] << 8 | (uint16_t)p[1]);
+}
+static inline uint32_t ls_load_u32be(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return __builtin_bswap32(v);
+}
+static inline uint64_t ls_load_u64be(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+static inline void ls_store_u16be(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+static inline void ls_store_u32be(uint8_t *p, uint32_t v) {
+    v = __builtin_bswap32(v);
+    memcpy(p, &v, 4);
+}
+static inline void ls_store_u64be(uint8_t *p, uint64_t v) {
+    v = __builtin_bswap64(v);
+    memcpy(p, &v, 8);
+}
+
+/* The header view of one batch: fields read once, after bounds checks. */
+typedef struct ls_batch {
+    int64_t base_offset;
+    int32_t batch_length; /* bytes after the length field */
+    int64_t size;         /* LS_LOG_OVERHEAD + batch_length */
+    int16_t attributes;
+    int32_t last_offset_delta;
+    int64_t timestamp_base;
+    int64_t timestamp_max;
+    int32_t record_count;
+    uint32_t crc;
+} ls_batch_t;
+
+/* Reads and structurally checks the header at buf[0..len). */
+int ls_batch_header(const uint8_t *buf, int64_t len, int64_t size_max,
+                    ls_batch_t *batch);
+
+/* Zigzag varints of Kafka's record format. */
+enum { LS_VARINT_MAX = 5, LS_VARLONG_MAX = 10 };
+
+static inline uint64_t zigzag_encode(int64_t v) {
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+static inline int64_t zigzag_decode(uint64_t v) {
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+/* Bytes of a zigzag varint: 1 + (bits above the first 7) / 7, rounded up. */
+static inline int64_t varint_size(int64_t v) {
+    uint64_t z = zigzag_encode(v) | 1u;
+    int64_t bits = 64 - __builtin_clzll(z);
+    return (bits + 6) / 7;
+}
+
+static inline uint8_t *varint_write(uint8_t *p, int64_t v) {
+    uint64_t z = zigzag_encode(v);
+    for (int i = 0; i < LS_VARLONG_MAX && z >= 0x80; i++) {
+        *p++ = (uint8_t)(z | 0x80);
+        z >>= 7;
+    }
+    *p++ = (uint8_t)z;
+    return p;
+}
+
+/* Reads a zigzag varint of at most size_max bytes from [*p, end). */
+static inline int varint_read(const uint8_t **p, const uint8_t *end, int size_max,
+                              int64_t *out) {
+    uint64_t value = 0;
+    const uint8_t *q = *p;
+    for (int i = 0; i < size_max; i++) {
+        if (q >= end) return LS_ERR_CORRUPT;
+        uint8_t byte = *q++;
+        value |= (uint64_t)(byte & 0x7f) << (7 * i);
+        if ((byte & 0x80) == 0) {
+            *p = q;
+            *out = zigzag_decode(value);
+            if (size_max == LS_VARINT_MAX && (*out > INT32_MAX || *out < INT32_MIN))
+                return LS_ERR_CORRUPT;
+            return LS_OK;
+        }
+    }
+    return LS_ERR_CORRUPT;
+}
+
+#endif

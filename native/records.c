@@ -1,0 +1,179 @@
+/*
+ * Records inside a v2 batch: zigzag varints, encoding from flat buffers,
+ * decoding into parallel arrays.
+ *
+ * Record layout: length varint, attributes i8, timestampDelta varlong,
+ * offsetDelta varint, key (varint length, -1 = null, bytes), value (same),
+ * header count varint, headers (key: varint length >= 0 and bytes; value:
+ * varint length, -1 = null, bytes).
+ */
+#include "ls_core.h"
+
+static inline int64_t field_size(int32_t len) {
+    return len < 0 ? 1 : varint_size(len) + len;
+}
+
+/* Size of a record's body (after its length varint); -1 on a bad length. */
+static int64_t record_body_size(int64_t timestamp_delta, int32_t offset_delta,
+                                int32_t key_len, int32_t value_len,
+                                int32_t header_count, const int32_t *hkey_lens,
+                                const int32_t *hvalue_lens) {
+    if (key_len < -1 || value_len < -1 || header_count < 0) return -1;
+    int64_t size = 1 + varint_size(timestamp_delta) + varint_size(offset_delta) +
+                   field_size(key_len) + field_size(value_len) + varint_size(header_count);
+    for (int32_t h = 0; h < header_count; h++) {
+        if (hkey_lens[h] < 0 || hvalue_lens[h] < -1) return -1;
+        size += field_size(hkey_lens[h]) + field_size(hvalue_lens[h]);
+    }
+    return size;
+}
+
+static inline uint8_t *field_write(uint8_t *p, const uint8_t *src, int32_t len) {
+    p = varint_write(p, len < 0 ? -1 : len);
+    if (len > 0) {
+        memcpy(p, src, (size_t)len);
+        p += len;
+    }
+    return p;
+}
+
+int ls_encode_records(uint8_t *out, int64_t out_cap, int32_t count,
+                      int64_t timestamp_base, const int64_t *timestamps,
+                      const uint8_t *keys, const int32_t *key_lens,
+                      const uint8_t *values, const int32_t *value_lens,
+                      const int32_t *header_counts, const uint8_t *header_data,
+                      const int32_t *header_key_lens, const int32_t *header_value_lens,
+                      int64_t *out_len, int64_t *timestamp_max_out) {
+    if (out == NULL || out_cap < 0 || count < 0 || value_lens == NULL || out_len == NULL ||
+        timestamp_max_out == NULL)
+        return LS_ERR_ARGUMENT;
+    uint8_t *p = out, *end = out + out_cap;
+    int64_t timestamp_max = timestamp_base;
+    int64_t header_index = 0;
+    for (int32_t i = 0; i < count; i++) {
+        int64_t timestamp = timestamps ? timestamps[i] : timestamp_base;
+        if (timestamp > timestamp_max) timestamp_max = timestamp;
+        int32_t key_len = key_lens ? key_lens[i] : -1;
+        int32_t header_count = header_counts ? header_counts[i] : 0;
+        const int32_t *hk = header_key_lens ? header_key_lens + header_index : NULL;
+        const int32_t *hv = header_value_lens ? header_value_lens + header_index : NULL;
+        if (header_count > 0 && (hk == NULL || hv == NULL || header_data == NULL))
+            return LS_ERR_ARGUMENT;
+        int64_t body = record_body_size(timestamp - timestamp_base, i, key_len, value_lens[i],
+                                        header_count, hk, hv);
+        if (body < 0 || body > INT32_MAX) return LS_ERR_ARGUMENT;
+        if (end - p < varint_size(body) + body) return LS_ERR_CAPACITY;
+        uint8_t *record_start = p;
+        p = varint_write(p, body);
+        uint8_t *body_start = p;
+        *p++ = 0; /* attributes: unused in v2 records */
+        p = varint_write(p, timestamp - timestamp_base);
+        p = varint_write(p, i);
+        p = field_write(p, keys, key_len);
+        if (key_len > 0) keys += key_len;
+        p = field_write(p, values, value_lens[i]);
+        if (value_lens[i] > 0) values += value_lens[i];
+        p = varint_write(p, header_count);
+        for (int32_t h = 0; h < header_count; h++) {
+            p = field_write(p, header_data, hk[h]);
+            header_data += hk[h];
+            p = field_write(p, header_data, hv[h]);
+            if (hv[h] > 0) header_data += hv[h];
+        }
+        header_index += header_count;
+        ls_assert(p - body_start == body);
+        ls_assert(p > record_start && p <= end);
+    }
+    *out_len = p - out;
+    *timestamp_max_out = timestamp_max;
+    return LS_OK;
+}
+
+/* Reads a nullable byte field; sets position (relative to base) and length. */
+static inline int field_read(const uint8_t **p, const uint8_t *end, const uint8_t *base,
+                             int nullable, int32_t *pos, int32_t *len) {
+    int64_t n;
+    int rc = varint_read(p, end, LS_VARINT_MAX, &n);
+    if (rc != LS_OK) return rc;
+    if (n < (nullable ? -1 : 0)) return LS_ERR_CORRUPT;
+    if (n > end - *p) return LS_ERR_CORRUPT;
+    *pos = (int32_t)(*p - base);
+    *len = (int32_t)n;
+    if (n > 0) *p += n;
+    return LS_OK;
+}
+
+typedef struct record_view {
+    int64_t offset_delta, timestamp_delta;
+    int32_t key_pos, key_len, value_pos, value_len, header_count;
+} record_view_t;
+
+static int record_read(const uint8_t **p, const uint8_t *end, const uint8_t *base,
+                       record_view_t *r, int32_t *hkp, int32_t *hkl, int32_t *hvp,
+                       int32_t *hvl, int64_t header_slots) {
+    int64_t length, v;
+    int rc = varint_read(p, end, LS_VARINT_MAX, &length);
+    if (rc != LS_OK) return rc;
+    if (length < 6 || length > end - *p) return LS_ERR_CORRUPT;
+    const uint8_t *record_end = *p + length;
+    (*p)++; /* attributes */
+    if ((rc = varint_read(p, record_end, LS_VARLONG_MAX, &r->timestamp_delta)) != LS_OK) return rc;
+    if ((rc = varint_read(p, record_end, LS_VARINT_MAX, &r->offset_delta)) != LS_OK) return rc;
+    if (r->offset_delta < 0) return LS_ERR_CORRUPT;
+    if ((rc = field_read(p, record_end, base, 1, &r->key_pos, &r->key_len)) != LS_OK) return rc;
+    if ((rc = field_read(p, record_end, base, 1, &r->value_pos, &r->value_len)) != LS_OK) return rc;
+    if ((rc = varint_read(p, record_end, LS_VARINT_MAX, &v)) != LS_OK) return rc;
+    /* Each header takes at least two bytes. */
+    if (v < 0 || v * 2 > record_end - *p) return LS_ERR_CORRUPT;
+    r->header_count = (int32_t)v;
+    for (int32_t h = 0; h < r->header_count; h++) {
+        int32_t kp, kl, vp, vl;
+        if ((rc = field_read(p, record_end, base, 0, &kp, &kl)) != LS_OK) return rc;
+        if ((rc = field_read(p, record_end, base, 1, &vp, &vl)) != LS_OK) return rc;
+        if (h < header_slots) {
+            hkp[h] = kp, hkl[h] = kl, hvp[h] = vp, hvl[h] = vl;
+        }
+    }
+    if (*p != record_end) return LS_ERR_CORRUPT;
+    return LS_OK;
+}
+
+int ls_decode_records(const uint8_t *records, int64_t len, int32_t count,
+                      int64_t *offset_deltas, int64_t *timestamp_deltas,
+                      int32_t *key_pos, int32_t *key_lens, int32_t *value_pos,
+                      int32_t *value_lens, int32_t *header_first, int32_t *header_counts,
+                      int64_t record_cap, int32_t *header_key_pos,
+                      int32_t *header_key_lens, int32_t *header_value_pos,
+                      int32_t *header_value_lens, int64_t header_cap,
+                      int64_t *header_total) {
+    if (records == NULL || len < 0 || len > INT32_MAX || count < 0 || header_total == NULL)
+        return LS_ERR_ARGUMENT;
+    int store = offset_deltas != NULL;
+    if (store && record_cap < count) return LS_ERR_CAPACITY;
+    const uint8_t *p = records, *end = records + len;
+    int64_t headers = 0;
+    for (int32_t i = 0; i < count; i++) {
+        record_view_t r;
+        /* Header slots left; pointers formed only inside the arrays. */
+        int64_t slots = store && headers < header_cap ? header_cap - headers : 0;
+        int rc = record_read(&p, end, records, &r, slots ? header_key_pos + headers : NULL,
+                             slots ? header_key_lens + headers : NULL,
+                             slots ? header_value_pos + headers : NULL,
+                             slots ? header_value_lens + headers : NULL, slots);
+        if (rc != LS_OK) return rc;
+        ls_assert(p <= end);
+        if (store) {
+            offset_deltas[i] = r.offset_delta;
+            timestamp_deltas[i] = r.timestamp_delta;
+            key_pos[i] = r.key_pos, key_lens[i] = r.key_len;
+            value_pos[i] = r.value_pos, value_lens[i] = r.value_len;
+            header_first[i] = (int32_t)headers;
+            header_counts[i] = r.header_count;
+        }
+        headers += r.header_count;
+    }
+    if (p != end) return LS_ERR_CORRUPT;
+    *header_total = headers;
+    if (headers > header_cap) return LS_ERR_CAPACITY;
+    return LS_OK;
+}
