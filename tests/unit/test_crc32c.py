@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 
 import crc32c as oracle
 import pytest
@@ -36,5 +37,5 @@ def test_hardware_path_detected_on_x86() -> None:
     import platform
 
     if platform.machine() in ("x86_64", "AMD64"):
-        flags = open("/proc/cpuinfo").read()
+        flags = pathlib.Path("/proc/cpuinfo").read_text()
         assert lib.ls_crc32c_hardware_available() == (1 if " sse4_2" in flags else 0)
