@@ -1,0 +1,119 @@
+"""Log: appends across segment rolls, reads, offsets, high watermark, reopen."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from logstore.errors import (
+    ClosedError,
+    CorruptRecordError,
+    InvalidConfigError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from logstore.records import Record, build_batch
+from logstore.storage.log import Log
+
+
+def test_append_and_read_across_rolls(segment_dir: str) -> None:
+    with Log.open(segment_dir, {"segment.bytes": 5000}) as log:
+        values = [f"value-{i}".encode() * 20 for i in range(300)]
+        for i in range(0, 300, 10):
+            info = log.append(values[i : i + 10])
+            assert (info.first_offset, info.last_offset) == (i, i + 9)
+        assert len(log.segments) > 5 and log.log_end_offset == 300
+        assert all(s.size <= 5000 for s in log.segments.values())
+        got, offset = [], 0
+        for _ in range(400):  # bounded: each read advances by at least one batch
+            if offset >= log.log_end_offset:
+                break
+            records = log.read(offset, max_bytes=1).records
+            got += records
+            offset = records[-1].offset + 1
+        assert [r.value for r in got] == values and [r.offset for r in got] == list(range(300))
+
+
+def test_append_batch_assigns_offsets_to_producer_batches(segment_dir: str) -> None:
+    with Log.open(segment_dir) as log:
+        log.append([b"first"])
+        info = log.append_batch(
+            build_batch([b"a", b"b"], base_offset=0) + build_batch([(b"k", b"c")], base_offset=0)
+        )
+        assert (info.first_offset, info.last_offset) == (1, 3)
+        records = log.read(1).records
+        assert [(r.offset, r.key, r.value) for r in records] == [
+            (1, None, b"a"),
+            (2, None, b"b"),
+            (3, b"k", b"c"),
+        ]
+
+
+def test_read_starts_at_the_requested_offset_within_a_batch(segment_dir: str) -> None:
+    with Log.open(segment_dir) as log:
+        log.append([Record(key=b"k", value=bytes([i]), headers=[("i", bytes([i]))]) for i in range(10)])
+        result = log.read(7)
+        assert [r.offset for r in result.records] == [7, 8, 9]
+        assert result.batches[0].base_offset == 0  # the whole batch holding 7 is served
+        assert result.file is not None and result.size == os.path.getsize(result.file)
+
+
+def test_offsets_out_of_range_and_at_the_end(segment_dir: str) -> None:
+    with Log.open(segment_dir) as log:
+        log.append([b"x"] * 5)
+        assert log.read(5).records == []
+        with pytest.raises(OffsetOutOfRangeError, match="outside"):
+            log.read(6)
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(-1)
+
+
+def test_high_watermark_bounds_reads(segment_dir: str) -> None:
+    with Log.open(segment_dir) as log:
+        for _ in range(4):
+            log.append([b"r"] * 5)
+        log.high_watermark = 10
+        assert [r.offset for r in log.read(0, max_bytes=1 << 20).records] == list(range(10))
+        assert log.read(10).records == []
+        assert [r.offset for r in log.read(10, upto="log_end").records] == list(range(10, 20))
+
+
+def test_oversized_and_corrupt_batches_are_refused(segment_dir: str) -> None:
+    with Log.open(segment_dir, {"max.message.bytes": 1000}) as log:
+        with pytest.raises(RecordTooLargeError, match=r"max\.message\.bytes"):
+            log.append_batch(build_batch([b"x" * 2000]))
+        damaged = bytearray(build_batch([b"y" * 100]))
+        damaged[-5] ^= 0xFF
+        with pytest.raises(CorruptRecordError):
+            log.append_batch(bytes(damaged))
+        assert log.log_end_offset == 0
+
+
+def test_reopen_keeps_everything(segment_dir: str) -> None:
+    with Log.open(segment_dir, {"segment.bytes": 3000}) as log:
+        for i in range(20):
+            log.append([bytes([i]) * 50] * 5)
+        segments = len(log.segments)
+    with Log.open(segment_dir, {"segment.bytes": 3000}) as log:
+        assert len(log.segments) == segments and log.log_end_offset == 100
+        assert log.read(99).records[0].value == bytes([19]) * 50
+        info = log.append([b"more"])
+        assert info.first_offset == 100
+
+
+def test_flush_messages_one_advances_the_recovery_point(segment_dir: str) -> None:
+    with Log.open(segment_dir, {"flush.messages": 1}) as log:
+        log.append([b"a", b"b"])
+        assert log.recovery_point == 2
+
+
+def test_bad_config_and_closed_log(segment_dir: str) -> None:
+    with pytest.raises(InvalidConfigError):
+        Log.open(segment_dir, {"segment.bites": 1})
+    log = Log.open(segment_dir)
+    log.close()
+    with pytest.raises(ClosedError):
+        log.append([b"x"])
+    with pytest.raises(ClosedError):
+        log.read(0)
