@@ -9,6 +9,9 @@ from logstore.errors import (
     OffsetOutOfRangeError,
 )
 from logstore.records import Record, build_batch, parse_batches
+from logstore.storage.config import LogConfig
+from logstore.storage.log import Log
+from logstore.storage.manager import Store
 
 __version__ = "0.1.0"
 
@@ -17,9 +20,12 @@ __all__ = [
     "CorruptIndexError",
     "CorruptRecordError",
     "InvalidConfigError",
+    "Log",
+    "LogConfig",
     "LogstoreError",
     "OffsetOutOfRangeError",
     "Record",
+    "Store",
     "__version__",
     "build_batch",
     "parse_batches",

@@ -6,22 +6,29 @@ Layout: ``<dir>/%020d.log|.index|.timeindex`` per segment (see
 offset to assign), ``high_watermark`` (HW: equals the LEO unless replication
 sets it) and ``recovery_point`` (every offset below it is fsynced).
 
-Concurrency: one writer at a time (an internal lock); readers take a
-snapshot of the segment map and read whole batches below the LEO they saw,
-so a reader never sees a half-written batch.
+A log opened on its own (``Log.open``) is its own data directory: it keeps
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+the ``.kafka_cleanshutdown`` marker beside its segments. A log opened by a
+:class:`~logstore.storage.manager.Store` gets that state from the Store,
+which keeps those files at the data directory's root, as Kafka does.
 
-Crash policy (this working step): on open every segment is loaded, indexes
-are verified against their logs and rebuilt when damaged, and the segments
-from the recovery point on are rescanned with full validation, truncating at
-the first invalid batch; later segments than a damaged one are dropped.
+Concurrency: appends are serialized by a lock; with ``flush.messages=1``
+concurrent appenders share fsyncs (group commit: whoever fsyncs makes every
+append before it durable). Readers take no lock: they read whole batches
+below the LEO they saw, so a reader never sees a half-written batch.
 
-Invariants: segment base offsets increase; ``log_start_offset <= HW <= LEO``;
-the active segment is the last one.
+Crash policy: see :mod:`logstore.storage.loader`. Deleted segments are
+renamed ``.deleted`` before their files go, so a crash mid-deletion leaves
+nothing that could be served.
+
+Invariants: segment base offsets increase; the active segment is the last;
+``log_start_offset <= HW <= LEO``; ``recovery_point <= LEO``.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -41,9 +48,18 @@ from logstore.errors import (
 from logstore.records import Record, RecordBatch, build_batch
 from logstore.records.batch import scan
 from logstore.records.builder import RecordLike
+from logstore.storage.checkpoints import fsync_directory, read_offsets, write_offsets
 from logstore.storage.config import LogConfig
 from logstore.storage.index import IndexFullError
+from logstore.storage.loader import LogLoader, Progress
 from logstore.storage.segment import LogSegment, SegmentRead
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
 
 
 @dataclass(frozen=True)
@@ -56,7 +72,11 @@ class AppendInfo:
 
 @dataclass(frozen=True)
 class ReadResult:
-    """Whole batches from one segment: bytes for zero-copy serving, records on demand."""
+    """Whole batches from one segment: bytes for zero-copy serving, records on demand.
+
+    ``file``, ``position`` and ``size`` say where the bytes lie, for
+    ``sendfile``; ``view`` is a zero-copy memoryview of them.
+    """
 
     segment_read: SegmentRead | None
     offset: int
@@ -79,19 +99,31 @@ class ReadResult:
 
     @property
     def batches(self) -> list[RecordBatch]:
-        view, result, at = self.view, [], 0
-        for _ in range(len(view) // lib.LS_BATCH_HEADER_SIZE + 1):
-            if at >= len(view):
-                break
-            batch = RecordBatch(view[at:])
-            result.append(batch)
-            at += batch.size
-        return result
+        return batches_of(self.view)
 
     @property
     def records(self) -> list[Record]:
         """The records at or after the requested offset."""
         return [r for b in self.batches for r in b.records if r.offset >= self.offset]
+
+
+def batches_of(view: memoryview) -> list[RecordBatch]:
+    """Batch views of a buffer of whole, already validated batches."""
+    result, at = [], 0
+    for _ in range(len(view) // lib.LS_BATCH_HEADER_SIZE + 1):
+        if at >= len(view):
+            break
+        batch = RecordBatch(view[at:])
+        result.append(batch)
+        at += batch.size
+    return result
+
+
+def partition_key(path: str) -> tuple[str, int]:
+    """(topic, partition) of a ``<topic>-<partition>`` directory, else (name, 0)."""
+    name = os.path.basename(os.path.normpath(path))
+    topic, _, number = name.rpartition("-")
+    return (topic, int(number)) if topic and number.isdigit() else (name, 0)
 
 
 def _config_of(config: LogConfig | Mapping[str, Any] | None) -> LogConfig:
@@ -100,21 +132,57 @@ def _config_of(config: LogConfig | Mapping[str, Any] | None) -> LogConfig:
     return LogConfig.from_dict(config or {})
 
 
-class Log:
-    """An append-only partition log. See the module doc for format and policy."""
+def _terminal_progress(path: str) -> tuple[Progress | None, Any]:
+    """A rich progress bar on a terminal, else nothing."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.progress import BarColumn, DownloadColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bar
 
-    def __init__(self, path: str, config: LogConfig, recovery_point: int = 0) -> None:
+    bar = Bar(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        transient=True,
+    )
+    task = bar.add_task(f"recovering {path}", total=None)
+    bar.start()
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    return update, bar
+
+
+class Log:
+    """An append-only partition log. See the module doc for format and policy.
+
+    Appends are O(bytes) plus one C scan; reads are O(log segments) to pick
+    the segment, then an index lookup and a header walk in C.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        config: LogConfig,
+        *,
+        recovery_point: int | None = None,
+        log_start_offset: int | None = None,
+        clean_shutdown: bool | None = None,
+    ) -> None:
         self.path = path
         self.config = config
+        self._standalone = recovery_point is None and clean_shutdown is None
         self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
         self._closed = False
-        self.segments: SortedDict = SortedDict()
-        self._unflushed = 0
+        self._high_watermark: int | None = None
         self._last_flush = time.monotonic()
         os.makedirs(path, exist_ok=True)
-        self._load(recovery_point)
-        self.log_start_offset = self.segments.peekitem(0)[1].base_offset
-        self._high_watermark: int | None = None
+        if self._standalone:
+            recovery_point, log_start_offset, clean_shutdown = self._read_own_state()
+        self._load(recovery_point or 0, log_start_offset or 0, bool(clean_shutdown))
 
     @classmethod
     def open(cls, path: str, config: LogConfig | Mapping[str, Any] | None = None) -> Log:
@@ -130,24 +198,47 @@ class Log:
             "active": active,
         }
 
-    def _load(self, recovery_point: int) -> None:
-        bases = sorted(
-            int(name[:-4]) for name in os.listdir(self.path) if name.endswith(".log") and name[:-4].isdigit()
-        )
-        for i, base in enumerate(bases):
-            segment = LogSegment.open(self.path, base, **self._segment_args(active=i == len(bases) - 1))
-            if segment.next_offset >= recovery_point and segment.active:
-                segment.recover(self.config.max_message_bytes + lib.LS_LOG_OVERHEAD)
-            self.segments[base] = segment
+    def _read_own_state(self) -> tuple[int, int, bool]:
+        key = partition_key(self.path)
+        marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        recovery = read_offsets(os.path.join(self.path, RECOVERY_POINT_FILE)).get(key, 0)
+        start = read_offsets(os.path.join(self.path, LOG_START_FILE)).get(key, 0)
+        if clean:
+            os.unlink(marker)  # from now on, a crash is an unclean shutdown
+            fsync_directory(self.path)
+        return recovery, start, clean
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        progress, bar = _terminal_progress(self.path)
+        try:
+            loader = LogLoader(
+                self.path, self._segment_args, self.config.max_message_bytes + lib.LS_LOG_OVERHEAD
+            )
+            result = loader.load(recovery_point, clean_shutdown, progress)
+        finally:
+            if bar is not None:
+                bar.stop()
+        self.segments: SortedDict = result.segments
+        self.recovered_bytes = result.recovered_bytes
+        self.truncated_bytes = result.truncated_bytes
         if not self.segments:
             self.segments[0] = LogSegment.create(self.path, 0, **self._segment_args(active=True))
+            fsync_directory(self.path)
+        first_base = self.segments.peekitem(0)[1].base_offset
+        self.log_start_offset = min(max(log_start_offset, first_base), self.log_end_offset)
         self.recovery_point = self.log_end_offset
+        self._durable_offset = self.log_end_offset
 
     # -- state -------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(f"log {self.path} is closed; open it again with Log.open")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def active_segment(self) -> LogSegment:
@@ -170,98 +261,133 @@ class Log:
             )
         self._high_watermark = offset
 
+    @property
+    def size(self) -> int:
+        """Bytes in all segments."""
+        return sum(s.size for s in self.segments.values())
+
     # -- appending ---------------------------------------------------------
 
     def append(self, records: Iterable[RecordLike], timestamp: int | None = None) -> AppendInfo:
-        """Append records (bytes, (key, value) pairs or Records) as one batch."""
+        """Append records (bytes, (key, value) pairs or Records) as one batch.
+
+        With ``flush.messages=1`` the records are on disk when this returns.
+        """
         with self._lock:
             self._check_open()
             first = self.log_end_offset
-            batch = build_batch(records, base_offset=first, timestamp=self._append_time(timestamp))
-            return self._append_assigned(batch, first)
-
-    def _append_time(self, timestamp: int | None) -> int | None:
-        if self.config.message_timestamp_type == "LogAppendTime":
-            return int(time.time() * 1000)
-        return timestamp
+            if self.config.message_timestamp_type == "LogAppendTime":
+                timestamp = int(time.time() * 1000)
+            batch = build_batch(records, base_offset=first, timestamp=timestamp)
+            if len(batch) > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"a batch of {len(batch)} bytes exceeds max.message.bytes={self.config.max_message_bytes}; "
+                    "raise it or append fewer records at a time"
+                )
+            info = self._append_assigned(batch, first)
+        self._after_append(info)
+        return info
 
     def append_batch(self, data: bytes | bytearray | memoryview) -> AppendInfo:
-        """Append pre-encoded v2 batches (the broker's path): validate, assign offsets, store."""
+        """Append pre-encoded v2 batches (the broker's path): validate in C, assign offsets, store."""
         state = scan(data)
         if state.stop != 0 or state.bytes_valid != len(data) or state.batch_count == 0:
             raise_for(state.stop or lib.LS_ERR_CORRUPT, "appending record batches")
         buf = bytearray(data)
-        self._check_batch_sizes(buf)
+        limit = self.config.max_message_bytes
+        for batch in batches_of(memoryview(buf)):
+            if batch.size > limit:
+                raise RecordTooLargeError(
+                    f"a batch of {batch.size} bytes exceeds max.message.bytes={limit}; raise it or send smaller batches"
+                )
+        append_time = int(time.time() * 1000) if self.config.message_timestamp_type == "LogAppendTime" else -1
         with self._lock:
             self._check_open()
             first = self.log_end_offset
             last = ffi.new("int64_t *")
-            append_time = (
-                int(time.time() * 1000) if self.config.message_timestamp_type == "LogAppendTime" else -1
-            )
             rc = lib.ls_assign_offsets(ffi.from_buffer(buf), len(buf), first, -1, append_time, last)
             if rc != 0:
                 raise_for(rc, "assigning offsets")
-            return self._append_assigned(buf, first)
-
-    def _check_batch_sizes(self, buf: bytearray) -> None:
-        limit = self.config.max_message_bytes
-        view, at = memoryview(buf), 0
-        for _ in range(len(buf) // lib.LS_BATCH_HEADER_SIZE + 1):
-            if at >= len(buf):
-                return
-            size = RecordBatch(view[at:]).size
-            if size > limit:
-                raise RecordTooLargeError(
-                    f"a batch of {size} bytes exceeds max.message.bytes={limit}; raise it or send smaller batches"
-                )
-            at += size
+            info = self._append_assigned(buf, first)
+        self._after_append(info)
+        return info
 
     def _append_assigned(self, data: bytes | bytearray, first: int) -> AppendInfo:
         self._maybe_roll(len(data))
-        segment = self.active_segment
         try:
-            segment.append(data)
-        except IndexFullError:
-            self.roll()
             self.active_segment.append(data)
-        last = self.log_end_offset - 1
-        self._unflushed += last - first + 1
-        if self._unflushed >= self.config.flush_messages:
-            self.flush()
-        return AppendInfo(first, last)
+        except IndexFullError:
+            self._roll_locked()
+            self.active_segment.append(data)
+        return AppendInfo(first, self.log_end_offset - 1)
+
+    def _after_append(self, info: AppendInfo) -> None:
+        """Flush per flush.messages, outside the append lock so fsyncs are shared."""
+        if info.last_offset + 1 - self._durable_offset >= self.config.flush_messages:
+            self._flush_to(info.last_offset + 1)
 
     def _maybe_roll(self, incoming: int) -> None:
         segment = self.active_segment
         if segment.size == 0:
             return
-        if segment.size + incoming > self.config.segment_bytes:
-            self.roll()
+        now = int(time.time() * 1000)
+        if (
+            segment.size + incoming > self.config.segment_bytes
+            or now - segment.rolling_timestamp_ms > self.config.segment_ms - self.config.segment_jitter_ms
+        ):
+            self._roll_locked()
 
     def roll(self) -> LogSegment:
         """Seal the active segment and start a new one at the log end offset."""
         with self._lock:
             self._check_open()
-            segment = self.active_segment
-            if segment.size == 0:
-                return segment
-            segment.flush()
-            segment.seal()
-            base = segment.next_offset
-            new = LogSegment.create(self.path, base, **self._segment_args(active=True))
-            self.segments[base] = new
-            return new
+            return self._roll_locked()
+
+    def _roll_locked(self) -> LogSegment:
+        segment = self.active_segment
+        if segment.size == 0:
+            return segment
+        segment.flush()
+        segment.seal()
+        base = segment.next_offset
+        self._durable_offset = max(self._durable_offset, base)
+        self.recovery_point = max(self.recovery_point, base)
+        new = LogSegment.create(self.path, base, **self._segment_args(active=True))
+        self.segments[base] = new
+        fsync_directory(self.path)  # the new segment's name survives a power loss
+        if self._standalone:
+            self._write_checkpoints()
+        return new
+
+    # -- flushing ----------------------------------------------------------
 
     def flush(self) -> None:
         """fsync every segment with unflushed data; advance the recovery point."""
-        with self._lock:
-            self._check_open()
-            for segment in self.segments.values():
-                if segment.active or segment.next_offset > self.recovery_point:
+        self._check_open()
+        self._flush_to(self.log_end_offset)
+
+    def _flush_to(self, offset: int) -> None:
+        """Make every offset below ``offset`` durable; one fsync serves every waiter."""
+        with self._flush_lock:
+            if self._durable_offset >= offset:
+                return
+            with self._lock:
+                target = self.log_end_offset
+                pending = [s for s in self.segments.values() if s.next_offset > self._durable_offset]
+            for segment in pending:
+                if not segment.closed:
                     segment.flush()
-            self.recovery_point = self.log_end_offset
-            self._unflushed = 0
+            self._durable_offset = max(self._durable_offset, target)
+            self.recovery_point = max(self.recovery_point, target)
             self._last_flush = time.monotonic()
+
+    def flush_if_due(self) -> bool:
+        """Flush when ``flush.ms`` has passed since the last flush (the scheduler's call)."""
+        due = (time.monotonic() - self._last_flush) * 1000 >= self.config.flush_ms
+        if due and self._durable_offset < self.log_end_offset:
+            self.flush()
+            return True
+        return False
 
     # -- reading -----------------------------------------------------------
 
@@ -276,17 +402,21 @@ class Log:
         if upto not in ("high_watermark", "log_end"):
             raise InvalidArgumentError(f"upto must be 'high_watermark' or 'log_end', not {upto!r}")
         limit = self.high_watermark if upto == "high_watermark" else self.log_end_offset
-        if offset < self.log_start_offset or offset > self.log_end_offset:
+        start = self.log_start_offset
+        if offset < start or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
-                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
-                "(log start to log end); seek to one of those"
+                f"offset {offset} is outside [{start}, {self.log_end_offset}] (log start to log end); "
+                "seek to one of those"
             )
-        segments = list(self.segments.irange(maximum=offset, reverse=True, inclusive=(True, True)))[:1]
-        segments += list(self.segments.irange(minimum=offset, inclusive=(False, True)))
-        for base in segments:
+        segments = self.segments
+        index = max(segments.bisect_right(offset) - 1, 0)
+        for base in segments.keys()[index : index + len(segments)]:
             if offset >= limit:
                 break
-            read = self.segments[base].read(offset, max_bytes)
+            segment = segments.get(base)
+            if segment is None or segment.closed:
+                continue
+            read = segment.read(offset, max_bytes)
             if read is None:
                 continue
             read = self._below(read, limit)
@@ -297,30 +427,170 @@ class Log:
 
     def _below(self, read: SegmentRead, limit: int) -> SegmentRead | None:
         """Trim a read to the batches whose base offset is below ``limit``."""
-        view, at = read.view, 0
-        for _ in range(len(view) // lib.LS_BATCH_HEADER_SIZE + 1):
-            if at >= len(view):
-                break
-            batch = RecordBatch(view[at:])
+        at = 0
+        for batch in batches_of(read.view):
             if batch.base_offset >= limit:
                 break
             at += batch.size
         if at == 0:
             return None
-        return SegmentRead(read.segment, read.position, at, view[:at])
+        return SegmentRead(read.segment, read.position, at, read.view[:at])
 
     def _verify(self, read: SegmentRead) -> None:
         state = scan(read.view, lib.LS_SCAN_CRC)
         if state.stop != 0:
             raise CorruptRecordError(
-                f"{read.path}: the batch at byte {read.position + state.bytes_valid} failed its check; "
-                "it is not served. Restart to recover the log, or restore the segment from a replica"
+                f"{read.path}: the batch at byte {read.position + state.bytes_valid} failed its check and is "
+                "not served; restart to recover the log, or restore the segment from a replica"
             )
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after ``timestamp`` (ms), or None.
+
+        Kafka's special values: -2 the earliest offset, -1 the latest,
+        -3 the record with the largest timestamp.
+        """
+        self._check_open()
+        if timestamp == EARLIEST_TIMESTAMP:
+            return -1, self.log_start_offset
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, self.log_end_offset
+        segments = list(self.segments.values())
+        if timestamp == MAX_TIMESTAMP:
+            best = max(segments, key=lambda s: s.max_timestamp)
+            return (best.max_timestamp, best.offset_of_max_timestamp) if best.max_timestamp >= 0 else None
+        for segment in segments:
+            if segment.max_timestamp >= timestamp and segment.next_offset > self.log_start_offset:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # -- truncation and retention -----------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every record at or after ``offset`` (a follower's divergence); bytes removed."""
+        with self._lock, self._flush_lock:
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return 0
+            if offset < 0:
+                raise InvalidArgumentError(f"cannot truncate to a negative offset ({offset})")
+            if offset < self.log_start_offset:
+                return self._truncate_fully_and_start_at(offset)
+            removed = 0
+            for base in list(self.segments.irange(minimum=offset, inclusive=(False, True))):
+                removed += self._delete_segment(base)
+            segment = self.active_segment
+            if not segment.active:
+                segment = self._reactivate(segment)
+            removed += segment.truncate_to(offset)
+            self._after_truncation()
+            return removed
+
+    def _reactivate(self, segment: LogSegment) -> LogSegment:
+        segment.close()
+        reopened = LogSegment.open(self.path, segment.base_offset, **self._segment_args(active=True))
+        self.segments[segment.base_offset] = reopened
+        return reopened
+
+    def _truncate_fully_and_start_at(self, offset: int) -> int:
+        removed = 0
+        for base in list(self.segments.keys()):
+            removed += self._delete_segment(base)
+        self.segments[offset] = LogSegment.create(self.path, offset, **self._segment_args(active=True))
+        fsync_directory(self.path)
+        self.log_start_offset = offset
+        self._after_truncation()
+        return removed
+
+    def _after_truncation(self) -> None:
+        end = self.log_end_offset
+        self.log_start_offset = min(self.log_start_offset, end)
+        if self._high_watermark is not None:
+            self._high_watermark = min(self._high_watermark, end)
+        self.recovery_point = min(self.recovery_point, end)
+        self._durable_offset = min(self._durable_offset, end)
+
+    def _delete_segment(self, base: int) -> int:
+        """Rename a segment to .deleted, then remove it; returns its size."""
+        segment = self.segments.pop(base)
+        size = int(segment.size)
+        segment.close()
+        segment.rename_suffix(".deleted")
+        fsync_directory(self.path)
+        segment.delete()
+        return size
+
+    def delete_records(self, before_offset: int) -> int:
+        """Advance the log start offset to ``before_offset`` (DeleteRecords); returns it.
+
+        Whole segments below the new start are deleted; the offset may not
+        pass the high watermark.
+        """
+        with self._lock:
+            self._check_open()
+            if not 0 <= before_offset <= self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {before_offset}: the limit is the high watermark "
+                    f"{self.high_watermark}"
+                )
+            if before_offset > self.log_start_offset:
+                self.log_start_offset = before_offset
+                self._delete_segments_while(lambda s, nxt: nxt.base_offset <= self.log_start_offset)
+            return self.log_start_offset
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention now (retention.ms, retention.bytes, log start); returns segments deleted.
+
+        Never the active segment, never a segment holding offsets at or past
+        the high watermark.
+        """
+        if "delete" not in self.config.cleanup_policy:
+            return 0
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            deleted = 0
+            retention_ms = self.config.retention_ms
+            if retention_ms >= 0:
+                deleted += self._delete_segments_while(
+                    lambda s, nxt: now - s.largest_timestamp_ms > retention_ms
+                )
+            retention_bytes = self.config.retention_bytes
+            if retention_bytes >= 0:
+                excess = [self.size - retention_bytes]
+
+                def over_size(segment: LogSegment, nxt: LogSegment) -> bool:
+                    if excess[0] - segment.size < 0:
+                        return False
+                    excess[0] -= segment.size
+                    return True
+
+                deleted += self._delete_segments_while(over_size)
+            deleted += self._delete_segments_while(lambda s, nxt: nxt.base_offset <= self.log_start_offset)
+            return deleted
+
+    def _delete_segments_while(self, predicate: Any) -> int:
+        """Delete the oldest segments while ``predicate(segment, next_segment)`` holds."""
+        deleted = 0
+        limit = self.high_watermark
+        for _ in range(len(self.segments)):
+            if len(self.segments) < 2:
+                break
+            segment, following = self.segments.peekitem(0)[1], self.segments.peekitem(1)[1]
+            if following.base_offset > limit or not predicate(segment, following):
+                break
+            self._delete_segment(segment.base_offset)
+            deleted += 1
+        first = self.segments.peekitem(0)[1].base_offset
+        self.log_start_offset = max(self.log_start_offset, first)
+        return deleted
 
     # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
-        """Flush and close every segment. Idempotent."""
+        """Flush, write the state files (standalone), close every segment. Idempotent."""
         with self._lock:
             if self._closed:
                 return
@@ -328,6 +598,19 @@ class Log:
             for segment in self.segments.values():
                 segment.close()
             self._closed = True
+            if self._standalone:
+                self._write_own_state()
+
+    def _write_checkpoints(self) -> None:
+        key = partition_key(self.path)
+        write_offsets(os.path.join(self.path, RECOVERY_POINT_FILE), {key: self.recovery_point})
+        write_offsets(os.path.join(self.path, LOG_START_FILE), {key: self.log_start_offset})
+
+    def _write_own_state(self) -> None:
+        self._write_checkpoints()
+        with open(os.path.join(self.path, CLEAN_SHUTDOWN_FILE), "wb") as f:
+            os.fsync(f.fileno())
+        fsync_directory(self.path)
 
     def __enter__(self) -> Log:
         return self

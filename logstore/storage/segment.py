@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +102,7 @@ class LogSegment:
         self.active = active
         self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
         self._closed = False
+        self._batch_size_max = SEGMENT_SIZE_MAX
         self._map: mmap.mmap | None = None
         self._map_ptr: Any = ffi.NULL
         self._map_size = 0
@@ -111,6 +113,9 @@ class LogSegment:
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self.next_offset = base_offset
+        # Kafka resets a segment's creation time when it is loaded.
+        self.created_ms = int(time.time() * 1000)
+        self._suffix = ""
         index_missing = (
             not create
             and self.size > 0
@@ -226,6 +231,7 @@ class LogSegment:
         state.timestamp_max = self.max_timestamp if data is not None else -1
         state.timestamp_max_offset = self.offset_of_max_timestamp if data is not None else -1
         state.time_index_last = self.time_index.last_entry()[0]
+        state.batch_size_max = self._batch_size_max
         state.flags = flags
         if data is None:
             buf, length = self._pointer() + position, self.size - position
@@ -399,11 +405,13 @@ class LogSegment:
         self.bytes_since_index = 0
         self.max_timestamp = self.offset_of_max_timestamp = -1
         self.next_offset = self.base_offset
+        self._batch_size_max = max_batch_size
         state, scratch = self._scan(
             0, flags=lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS | lib.LS_SCAN_MONOTONIC, index=True
         )
         if state.batch_count and state.offset_first < self.base_offset:
             raise CorruptRecordError(f"{self.log_path} holds offset {state.offset_first} below its base")
+        self._batch_size_max = SEGMENT_SIZE_MAX
         self._apply_index_entries(state, scratch)
         truncated = self.size - state.bytes_valid
         if truncated:
@@ -413,6 +421,9 @@ class LogSegment:
         self.offset_of_max_timestamp = state.timestamp_max_offset
         if state.batch_count:
             self.next_offset = state.offset_last + 1
+        if not self.active:
+            self.offset_index.seal()
+            self.time_index.seal()
         return int(truncated)
 
     def _truncate_file(self, size: int) -> None:
@@ -472,13 +483,44 @@ class LogSegment:
     def delete(self) -> None:
         """Close and remove the segment's files."""
         self.close()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in self.paths():
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def rolling_timestamp_ms(self) -> int:
+        """What segment.ms counts from: the first batch's max timestamp, else creation."""
+        if self.size >= lib.LS_BATCH_HEADER_SIZE:
+            first = RecordBatch(self.view(0, lib.LS_BATCH_HEADER_SIZE))
+            if first.max_timestamp >= 0:
+                return int(first.max_timestamp)
+        return self.created_ms
+
+    @property
+    def largest_timestamp_ms(self) -> int:
+        """What retention.ms counts from: the max timestamp, else the file's mtime."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def paths(self) -> list[str]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def rename_suffix(self, suffix: str) -> None:
+        """Rename the three files to carry ``suffix`` (".deleted", ".swap", "")."""
+        stem = os.path.join(self.directory, segment_file_name(self.base_offset, ""))
+        for kind in (".log", ".index", ".timeindex"):
+            old = stem + kind + self._suffix
+            if os.path.exists(old):
+                os.replace(old, stem + kind + suffix)
+        self.log_path = stem + ".log" + suffix
+        self.offset_index.path = stem + ".index" + suffix
+        self.time_index.path = stem + ".timeindex" + suffix
+        self._suffix = suffix
 
     def __repr__(self) -> str:
         return (

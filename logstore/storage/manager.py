@@ -1,0 +1,351 @@
+"""The Store: every partition log under one data directory (Kafka's LogManager).
+
+Data directory layout (Kafka's, plus one folder for topic configs)::
+
+    <data_dir>/
+      .lock                              exclusive flock while a Store has it open
+      meta.properties                    version=1
+      .kafka_cleanshutdown               present only after a clean close
+      recovery-point-offset-checkpoint   topic partition offset
+      log-start-offset-checkpoint
+      replication-offset-checkpoint      high watermarks
+      topic-configs/<topic>.properties   partitions=N and the topic's overrides
+      <topic>-<partition>/               one Log each
+
+Crash policy: the clean-shutdown marker is removed (and the removal fsynced)
+before the Store serves anything; after a crash its absence makes every log
+recover from its checkpointed recovery point. Checkpoints are written
+atomically (tmp + fsync + rename + directory fsync). A topic is deleted by
+renaming its directories to ``<topic>-<partition>.<nonce>-delete`` before
+removing them; such leftovers are removed on open.
+
+Threads: the Store's methods may be called from any thread; a background
+scheduler thread flushes per ``flush.ms``, applies retention and writes the
+checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from logstore.errors import InvalidArgumentError, LogstoreError
+from logstore.storage.checkpoints import fsync_directory, read_offsets, write_atomically, write_offsets
+from logstore.storage.config import LogConfig
+from logstore.storage.log import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, Log
+
+REPLICATION_FILE = "replication-offset-checkpoint"
+TOPIC_CONFIGS = "topic-configs"
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class TopicExistsError(LogstoreError):
+    """create_topic was asked for a topic that exists."""
+
+
+class UnknownTopicError(LogstoreError):
+    """The topic or partition does not exist; create it first."""
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rules: 1-249 of [a-zA-Z0-9._-], and not "." or ".."."""
+    if name in (".", "..") or not _LEGAL_TOPIC.match(name):
+        raise InvalidArgumentError(
+            f"illegal topic name {name!r}: use 1 to 249 characters of a-z, A-Z, 0-9, '.', '_' and '-'"
+        )
+
+
+def _read_properties(path: str) -> dict[str, str]:
+    result = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                key, _, value = line.partition("=")
+                result[key.strip()] = value.strip()
+    return result
+
+
+def _write_properties(path: str, values: Mapping[str, object]) -> None:
+    text = "".join(f"{key}={value}\n" for key, value in values.items())
+    write_atomically(path, text.encode())
+
+
+class Store:
+    """All topics and partitions under one data directory.
+
+    >>> import tempfile
+    >>> with Store(tempfile.mkdtemp(), scheduler=False) as store:
+    ...     store.create_topic("events", partitions=2)
+    ...     store.log("events", 1).append([b"hello"]).last_offset
+    0
+    """
+
+    def __init__(
+        self,
+        data_dir: str,
+        config: Mapping[str, Any] | None = None,
+        *,
+        scheduler: bool = True,
+        scheduler_interval_ms: int = 1000,
+        retention_check_interval_ms: int = 300_000,
+        checkpoint_interval_ms: int = 60_000,
+    ) -> None:
+        self.data_dir = os.path.abspath(data_dir)
+        os.makedirs(os.path.join(self.data_dir, TOPIC_CONFIGS), exist_ok=True)
+        self.defaults = dict(config or {})
+        LogConfig.from_dict(self.defaults)  # fail now on a bad default
+        self._lock = threading.RLock()
+        self._closed = False
+        self._lock_fd = self._acquire_directory_lock()
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+        try:
+            self._write_meta()
+            self._remove_deleted_topics()
+            self._open_logs()
+        except BaseException:
+            self._release_directory_lock()
+            raise
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._intervals = (scheduler_interval_ms, retention_check_interval_ms, checkpoint_interval_ms)
+        if scheduler:
+            self._thread = threading.Thread(
+                target=self._run_scheduler, name="logstore-scheduler", daemon=True
+            )
+            self._thread.start()
+
+    # -- opening -----------------------------------------------------------
+
+    def _acquire_directory_lock(self) -> int:
+        path = os.path.join(self.data_dir, ".lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogstoreError(
+                f"{self.data_dir} is in use by another process; stop it, or open a different data directory"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        return fd
+
+    def _release_directory_lock(self) -> None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+
+    def _write_meta(self) -> None:
+        path = os.path.join(self.data_dir, "meta.properties")
+        if not os.path.exists(path):
+            _write_properties(path, {"version": 1})
+
+    def _remove_deleted_topics(self) -> None:
+        for name in os.listdir(self.data_dir):
+            if name.endswith("-delete"):
+                shutil.rmtree(os.path.join(self.data_dir, name), ignore_errors=True)
+
+    def _open_logs(self) -> None:
+        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        recovery = read_offsets(os.path.join(self.data_dir, RECOVERY_POINT_FILE))
+        starts = read_offsets(os.path.join(self.data_dir, LOG_START_FILE))
+        for name in sorted(os.listdir(os.path.join(self.data_dir, TOPIC_CONFIGS))):
+            if name.endswith(".properties"):
+                props = _read_properties(os.path.join(self.data_dir, TOPIC_CONFIGS, name))
+                topic = name[: -len(".properties")]
+                partitions = int(props.pop("partitions", "1"))
+                self._topic_configs[topic] = LogConfig.from_dict(props, defaults=self.defaults)
+                for partition in range(partitions):
+                    key = (topic, partition)
+                    self._logs[key] = Log(
+                        self._log_path(topic, partition),
+                        self._topic_configs[topic],
+                        recovery_point=recovery.get(key, 0),
+                        log_start_offset=starts.get(key, 0),
+                        clean_shutdown=clean,
+                    )
+        if clean:
+            os.unlink(marker)
+            fsync_directory(self.data_dir)
+
+    def _log_path(self, topic: str, partition: int) -> str:
+        return os.path.join(self.data_dir, f"{topic}-{partition}")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogstoreError(f"the store at {self.data_dir} is closed; open a new Store")
+
+    # -- topics ------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> None:
+        """Create a topic with ``partitions`` logs; config uses Kafka's topic keys."""
+        validate_topic_name(name)
+        if partitions < 1:
+            raise InvalidArgumentError(f"a topic needs at least one partition, not {partitions}")
+        topic_config = LogConfig.from_dict(config or {}, defaults=self.defaults)
+        with self._lock:
+            self._check_open()
+            if name in self._topic_configs:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            self._topic_configs[name] = topic_config
+            for partition in range(partitions):
+                self._logs[(name, partition)] = Log(
+                    self._log_path(name, partition), topic_config, recovery_point=0, clean_shutdown=True
+                )
+            self._persist_topic(name, partitions)
+            fsync_directory(self.data_dir)
+
+    def _persist_topic(self, name: str, partitions: int) -> None:
+        values = {"partitions": partitions, **self._topic_configs[name].to_properties()}
+        _write_properties(os.path.join(self.data_dir, TOPIC_CONFIGS, f"{name}.properties"), values)
+
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow a topic to ``total`` partitions (never shrinks, as in Kafka)."""
+        with self._lock:
+            self._check_open()
+            current = self.partitions(name)
+            if total <= current:
+                raise InvalidArgumentError(f"topic {name!r} has {current} partitions; ask for more than that")
+            for partition in range(current, total):
+                self._logs[(name, partition)] = Log(
+                    self._log_path(name, partition),
+                    self._topic_configs[name],
+                    recovery_point=0,
+                    clean_shutdown=True,
+                )
+            self._persist_topic(name, total)
+
+    def alter_topic_config(self, name: str, config: Mapping[str, Any]) -> LogConfig:
+        """Set topic config keys (persisted); the logs use them from now on."""
+        with self._lock:
+            self._check_open()
+            if name not in self._topic_configs:
+                raise UnknownTopicError(f"unknown topic {name!r}")
+            new = self._topic_configs[name].with_overrides(config)
+            self._topic_configs[name] = new
+            for (topic, _), log in self._logs.items():
+                if topic == name:
+                    log.config = new
+            self._persist_topic(name, self.partitions(name))
+            return new
+
+    def topic_config(self, name: str) -> LogConfig:
+        try:
+            return self._topic_configs[name]
+        except KeyError:
+            raise UnknownTopicError(f"unknown topic {name!r}") from None
+
+    def delete_topic(self, name: str) -> None:
+        """Close and delete every partition of a topic."""
+        with self._lock:
+            self._check_open()
+            if name not in self._topic_configs:
+                raise UnknownTopicError(f"unknown topic {name!r}")
+            os.unlink(os.path.join(self.data_dir, TOPIC_CONFIGS, f"{name}.properties"))
+            del self._topic_configs[name]
+            for key in [k for k in self._logs if k[0] == name]:
+                log = self._logs.pop(key)
+                log.close()
+                doomed = f"{log.path}.{uuid.uuid4().hex}-delete"
+                os.replace(log.path, doomed)
+                shutil.rmtree(doomed, ignore_errors=True)
+            fsync_directory(self.data_dir)
+
+    def topics(self) -> list[str]:
+        """The topic names, sorted."""
+        return sorted(self._topic_configs)
+
+    def partitions(self, topic: str) -> int:
+        if topic not in self._topic_configs:
+            raise UnknownTopicError(f"unknown topic {topic!r}")
+        return sum(1 for t, _ in self._logs if t == topic)
+
+    def log(self, topic: str, partition: int = 0) -> Log:
+        """The Log of one partition."""
+        self._check_open()
+        try:
+            return self._logs[(topic, partition)]
+        except KeyError:
+            raise UnknownTopicError(
+                f"no partition {partition} of topic {topic!r}; create the topic (or add partitions) first"
+            ) from None
+
+    def logs(self) -> dict[tuple[str, int], Log]:
+        return dict(self._logs)
+
+    # -- background work ---------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write the recovery point, log start and high watermark checkpoints."""
+        logs = self.logs()
+        live = {key: log for key, log in logs.items() if not log.closed}
+        write_offsets(
+            os.path.join(self.data_dir, RECOVERY_POINT_FILE),
+            {k: log.recovery_point for k, log in live.items()},
+        )
+        write_offsets(
+            os.path.join(self.data_dir, LOG_START_FILE), {k: log.log_start_offset for k, log in live.items()}
+        )
+        write_offsets(
+            os.path.join(self.data_dir, REPLICATION_FILE), {k: log.high_watermark for k, log in live.items()}
+        )
+
+    def run_retention(self) -> int:
+        """Apply retention to every log now; returns segments deleted."""
+        return sum(log.delete_old_segments() for log in self.logs().values() if not log.closed)
+
+    def _run_scheduler(self) -> None:
+        tick, retention_every, checkpoint_every = self._intervals
+        last_retention = last_checkpoint = time.monotonic()
+        while not self._stop.wait(tick / 1000):
+            try:
+                for log in self.logs().values():
+                    if not log.closed:
+                        log.flush_if_due()
+                now = time.monotonic()
+                if (now - last_retention) * 1000 >= retention_every:
+                    self.run_retention()
+                    last_retention = now
+                if (now - last_checkpoint) * 1000 >= checkpoint_every:
+                    self.checkpoint()
+                    last_checkpoint = now
+            except LogstoreError:
+                continue  # a log closed under us (topic deleted): the next tick sees the new set
+
+    # -- closing -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the scheduler, flush and close every log, checkpoint, mark a clean shutdown."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._thread is not None:
+                self._stop.set()
+                self._thread.join()
+            for log in self._logs.values():
+                log.flush()
+            self.checkpoint()
+            for log in self._logs.values():
+                log.close()
+            with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "wb") as f:
+                os.fsync(f.fileno())
+            fsync_directory(self.data_dir)
+            self._closed = True
+            self._release_directory_lock()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

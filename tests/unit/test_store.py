@@ -1,0 +1,149 @@
+"""Store: topics, persisted config, the directory lock, checkpoints, clean shutdown."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from logstore import LogstoreError, Store
+from logstore.errors import InvalidArgumentError, InvalidConfigError
+from logstore.storage.checkpoints import read_offsets
+from logstore.storage.manager import TopicExistsError, UnknownTopicError
+
+
+def test_topics_partitions_and_config_survive_reopen(tmp_path: os.PathLike[str]) -> None:
+    data = str(tmp_path)
+    with Store(data, scheduler=False) as store:
+        store.create_topic("orders", partitions=3, config={"segment.bytes": 4096, "retention.ms": "60000"})
+        store.create_topic("audit")
+        for i in range(60):
+            store.log("orders", i % 3).append([f"order-{i}".encode()])
+        with pytest.raises(TopicExistsError):
+            store.create_topic("orders")
+    with Store(data, scheduler=False) as store:
+        assert store.topics() == ["audit", "orders"] and store.partitions("orders") == 3
+        config = store.topic_config("orders")
+        assert config.segment_bytes == 4096 and config.retention_ms == 60000
+        assert store.log("orders", 2).log_end_offset == 20
+        assert store.log("orders", 1).read(0).records[0].value == b"order-1"
+
+
+def test_root_files_are_kafkas(tmp_path: os.PathLike[str]) -> None:
+    data = str(tmp_path)
+    with Store(data, scheduler=False) as store:
+        store.create_topic("t", partitions=2)
+        store.log("t", 1).append([b"a", b"b"])
+    names = set(os.listdir(data))
+    assert {
+        "meta.properties",
+        ".kafka_cleanshutdown",
+        "recovery-point-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "replication-offset-checkpoint",
+        "t-0",
+        "t-1",
+    } <= names
+    assert read_offsets(os.path.join(data, "recovery-point-offset-checkpoint")) == {("t", 0): 0, ("t", 1): 2}
+    Store(data, scheduler=False).close()
+
+
+def test_clean_shutdown_marker_is_removed_while_open(tmp_path: os.PathLike[str]) -> None:
+    data = str(tmp_path)
+    Store(data, scheduler=False).close()
+    store = Store(data, scheduler=False)
+    assert not os.path.exists(os.path.join(data, ".kafka_cleanshutdown"))
+    store.close()
+    assert os.path.exists(os.path.join(data, ".kafka_cleanshutdown"))
+
+
+def test_second_process_gets_a_clear_error(tmp_path: os.PathLike[str]) -> None:
+    data = str(tmp_path)
+    with Store(data, scheduler=False):
+        code = f"from logstore import Store\nStore({data!r})"
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert result.returncode != 0
+        assert "LogstoreError" in result.stderr and "in use by another process" in result.stderr
+    with pytest.raises(LogstoreError, match="in use"), Store(data, scheduler=False):
+        Store(data, scheduler=False)
+
+
+def test_delete_topic_and_bad_names(tmp_path: os.PathLike[str]) -> None:
+    data = str(tmp_path)
+    with Store(data, scheduler=False) as store:
+        store.create_topic("gone", partitions=2)
+        store.log("gone", 0).append([b"x"])
+        store.delete_topic("gone")
+        assert store.topics() == [] and not any(n.startswith("gone") for n in os.listdir(data))
+        with pytest.raises(UnknownTopicError):
+            store.log("gone", 0)
+        for bad in ["", ".", "..", "a/b", "x" * 250, "sp ace"]:
+            with pytest.raises(InvalidArgumentError):
+                store.create_topic(bad)
+        with pytest.raises(InvalidConfigError):
+            store.create_topic("ok", config={"retention.mss": 1})
+        assert store.topics() == []
+
+
+def test_alter_config_and_add_partitions_persist(tmp_path: os.PathLike[str]) -> None:
+    data = str(tmp_path)
+    with Store(data, scheduler=False) as store:
+        store.create_topic("t")
+        store.alter_topic_config("t", {"retention.bytes": 1000})
+        store.add_partitions("t", 4)
+        assert store.log("t", 0).config.retention_bytes == 1000
+    with Store(data, scheduler=False) as store:
+        assert store.partitions("t") == 4 and store.topic_config("t").retention_bytes == 1000
+
+
+def test_concurrent_appends_are_dense_and_durable(tmp_path: os.PathLike[str]) -> None:
+    data = str(tmp_path)
+    with Store(data, scheduler=False) as store:
+        store.create_topic("q", config={"flush.messages": 1, "segment.bytes": 20_000})
+        log = store.log("q")
+        errors: list[BaseException] = []
+
+        def writer(n: int) -> None:
+            try:
+                for i in range(200):
+                    log.append([f"{n}:{i}".encode()])
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors and log.log_end_offset == 800 and log.recovery_point == 800
+        seen, offset = [], 0
+        for _ in range(1000):
+            if offset >= 800:
+                break
+            records = log.read(offset).records
+            seen += records
+            offset = records[-1].offset + 1
+        assert [r.offset for r in seen] == list(range(800))
+        for n in range(4):  # each writer's records in its own order
+            mine = [int(r.value.split(b":")[1]) for r in seen if r.value.startswith(f"{n}:".encode())]
+            assert mine == list(range(200))
+
+
+def test_scheduler_applies_retention(tmp_path: os.PathLike[str]) -> None:
+    data = str(tmp_path)
+    store = Store(data, scheduler=True, scheduler_interval_ms=20, retention_check_interval_ms=20)
+    try:
+        store.create_topic("r", config={"segment.bytes": 2000, "retention.bytes": 4000})
+        log = store.log("r")
+        for i in range(100):
+            log.append([bytes([i]) * 100])
+        for _ in range(500):  # bounded wait for the scheduler
+            if log.size <= 6000:
+                break
+            threading.Event().wait(0.01)
+        assert log.size <= 6000 and log.log_start_offset > 0
+    finally:
+        store.close()
