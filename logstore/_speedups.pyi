@@ -1,5 +1,22 @@
 from collections.abc import Sequence
 
+class Record:
+    """Record(key=None, value=None, headers=(), timestamp=None, offset=-1)"""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int | None
+    offset: int
+    def __init__(
+        self,
+        key: bytes | None = None,
+        value: bytes | None = None,
+        headers: Sequence[tuple[str, bytes | None]] = (),
+        timestamp: int | None = None,
+        offset: int = -1,
+    ) -> None: ...
+
 def encode_plain(
     values: Sequence[object],
     base_offset: int,
@@ -10,3 +27,12 @@ def encode_plain(
     partition_leader_epoch: int,
     attributes: int,
 ) -> bytes | None: ...
+def decode_records(
+    section: bytes | bytearray | memoryview,
+    count: int,
+    offset_delta_max: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append: bool,
+    log_append_time: int,
+) -> list[Record]: ...

@@ -54,7 +54,7 @@ static int batch_check_records(const uint8_t *buf, const ls_batch_t *batch) {
     int32_t count = batch->record_count;
     /* Decoding into no arrays validates structure; header_cap 0 is fine
      * because capacity shortfalls only report the total needed. */
-    int rc = ls_decode_records(records, len, count, NULL, NULL, NULL, NULL, NULL,
+    int rc = ls_decode_records(records, len, count, batch->last_offset_delta, NULL, NULL, NULL, NULL, NULL,
                                NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0,
                                &header_total);
     if (rc == LS_ERR_CAPACITY) rc = LS_OK;

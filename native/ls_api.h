@@ -134,11 +134,13 @@ int ls_batch_seal(uint8_t *batch, int64_t batch_len, int64_t base_offset,
                   int32_t record_count);
 
 /* Decodes a records section into parallel arrays of capacity record_cap;
+ * a record whose offset delta exceeds offset_delta_max (the batch's last
+ * offset delta) is corrupt;
  * header arrays have capacity header_cap (LS_ERR_CAPACITY with
  * *header_total set to the count needed when short). Positions are relative
  * to records[0]; lengths are -1 for null. */
 int ls_decode_records(const uint8_t *records, int64_t len, int32_t count,
-                      int64_t *offset_deltas, int64_t *timestamp_deltas,
+                      int32_t offset_delta_max, int64_t *offset_deltas, int64_t *timestamp_deltas,
                       int32_t *key_pos, int32_t *key_lens, int32_t *value_pos,
                       int32_t *value_lens, int32_t *header_first,
                       int32_t *header_counts, int64_t record_cap,

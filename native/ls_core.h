@@ -137,4 +137,17 @@ static inline int varint_read(const uint8_t **p, const uint8_t *end, int size_ma
     return LS_ERR_CORRUPT;
 }
 
+
+/* One record's fields, positions relative to the section start. */
+typedef struct ls_record_view {
+    int64_t offset_delta, timestamp_delta;
+    int32_t key_pos, key_len, value_pos, value_len, header_count;
+} ls_record_view_t;
+
+/* Reads one record at *p (advancing it) within [*p, end); up to header_slots
+ * header positions go to the four arrays (which may be NULL when 0). */
+int ls_record_read(const uint8_t **p, const uint8_t *end, const uint8_t *base,
+                   ls_record_view_t *r, int32_t *hkp, int32_t *hkl, int32_t *hvp,
+                   int32_t *hvl, int64_t header_slots);
+
 #endif

@@ -103,13 +103,8 @@ static inline int field_read(const uint8_t **p, const uint8_t *end, const uint8_
     return LS_OK;
 }
 
-typedef struct record_view {
-    int64_t offset_delta, timestamp_delta;
-    int32_t key_pos, key_len, value_pos, value_len, header_count;
-} record_view_t;
-
-static int record_read(const uint8_t **p, const uint8_t *end, const uint8_t *base,
-                       record_view_t *r, int32_t *hkp, int32_t *hkl, int32_t *hvp,
+int ls_record_read(const uint8_t **p, const uint8_t *end, const uint8_t *base,
+                       ls_record_view_t *r, int32_t *hkp, int32_t *hkl, int32_t *hvp,
                        int32_t *hvl, int64_t header_slots) {
     int64_t length, v;
     int rc = varint_read(p, end, LS_VARINT_MAX, &length);
@@ -139,7 +134,7 @@ static int record_read(const uint8_t **p, const uint8_t *end, const uint8_t *bas
 }
 
 int ls_decode_records(const uint8_t *records, int64_t len, int32_t count,
-                      int64_t *offset_deltas, int64_t *timestamp_deltas,
+                      int32_t offset_delta_max, int64_t *offset_deltas, int64_t *timestamp_deltas,
                       int32_t *key_pos, int32_t *key_lens, int32_t *value_pos,
                       int32_t *value_lens, int32_t *header_first, int32_t *header_counts,
                       int64_t record_cap, int32_t *header_key_pos,
@@ -153,14 +148,15 @@ int ls_decode_records(const uint8_t *records, int64_t len, int32_t count,
     const uint8_t *p = records, *end = records + len;
     int64_t headers = 0;
     for (int32_t i = 0; i < count; i++) {
-        record_view_t r;
+        ls_record_view_t r;
         /* Header slots left; pointers formed only inside the arrays. */
         int64_t slots = store && headers < header_cap ? header_cap - headers : 0;
-        int rc = record_read(&p, end, records, &r, slots ? header_key_pos + headers : NULL,
+        int rc = ls_record_read(&p, end, records, &r, slots ? header_key_pos + headers : NULL,
                              slots ? header_key_lens + headers : NULL,
                              slots ? header_value_pos + headers : NULL,
                              slots ? header_value_lens + headers : NULL, slots);
         if (rc != LS_OK) return rc;
+        if (r.offset_delta > offset_delta_max) return LS_ERR_CORRUPT;
         ls_assert(p <= end);
         if (store) {
             offset_deltas[i] = r.offset_delta;

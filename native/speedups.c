@@ -9,8 +9,269 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include "ls_core.h"
+
+/* ---------------------------------------------------------------------------
+ * Record: key, value, headers, timestamp, offset. A C type so a read can
+ * build millions of them per second; the Python API is the same as a class
+ * with __slots__ (attributes are writable, no __dict__).
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *key, *value, *headers, *timestamp, *offset;
+} RecordObject;
+
+static PyTypeObject RecordType;
+static PyObject *empty_tuple;
+
+static PyObject *record_new_fields(PyObject *key, PyObject *value, PyObject *headers,
+                                   PyObject *timestamp, PyObject *offset) {
+    RecordObject *self = PyObject_GC_New(RecordObject, &RecordType);
+    if (self == NULL) return NULL;
+    self->key = key, self->value = value, self->headers = headers;
+    self->timestamp = timestamp, self->offset = offset;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static PyObject *record_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"key", "value", "headers", "timestamp", "offset", NULL};
+    PyObject *key = Py_None, *value = Py_None, *headers = empty_tuple, *timestamp = Py_None;
+    PyObject *offset = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOOO:Record", names, &key, &value, &headers,
+                                     &timestamp, &offset))
+        return NULL;
+    PyObject *headers_tuple = PyTuple_CheckExact(headers) ? Py_NewRef(headers) : PySequence_Tuple(headers);
+    if (headers_tuple == NULL) return NULL;
+    PyObject *offset_obj = offset ? Py_NewRef(offset) : PyLong_FromLong(-1);
+    if (offset_obj == NULL) {
+        Py_DECREF(headers_tuple);
+        return NULL;
+    }
+    PyObject *r = record_new_fields(Py_NewRef(key), Py_NewRef(value), headers_tuple,
+                                    Py_NewRef(timestamp), offset_obj);
+    if (r == NULL) {
+        Py_DECREF(key), Py_DECREF(value), Py_DECREF(headers_tuple);
+        Py_DECREF(timestamp), Py_DECREF(offset_obj);
+    }
+    return r;
+}
+
+static int record_traverse(RecordObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->key);
+    Py_VISIT(self->value);
+    Py_VISIT(self->headers);
+    Py_VISIT(self->timestamp);
+    Py_VISIT(self->offset);
+    return 0;
+}
+
+static int record_clear(RecordObject *self) {
+    Py_CLEAR(self->key);
+    Py_CLEAR(self->value);
+    Py_CLEAR(self->headers);
+    Py_CLEAR(self->timestamp);
+    Py_CLEAR(self->offset);
+    return 0;
+}
+
+static void record_dealloc(RecordObject *self) {
+    PyObject_GC_UnTrack(self);
+    record_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyObject *record_fields(RecordObject *self) {
+    return PyTuple_Pack(5, self->offset, self->timestamp, self->key, self->value, self->headers);
+}
+
+static PyObject *record_richcompare(PyObject *a, PyObject *b, int op) {
+    if (!PyObject_TypeCheck(b, &RecordType) || (op != Py_EQ && op != Py_NE)) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *fa = record_fields((RecordObject *)a), *fb = record_fields((RecordObject *)b);
+    PyObject *result = NULL;
+    if (fa != NULL && fb != NULL) result = PyObject_RichCompare(fa, fb, op);
+    Py_XDECREF(fa);
+    Py_XDECREF(fb);
+    return result;
+}
+
+static Py_hash_t record_hash(RecordObject *self) {
+    PyObject *fields = record_fields(self);
+    if (fields == NULL) return -1;
+    Py_hash_t h = PyObject_Hash(fields);
+    Py_DECREF(fields);
+    return h;
+}
+
+static PyObject *record_repr(RecordObject *self) {
+    return PyUnicode_FromFormat("Record(offset=%R, timestamp=%R, key=%R, value=%R, headers=%R)",
+                                self->offset, self->timestamp, self->key, self->value, self->headers);
+}
+
+static PyObject *record_reduce(RecordObject *self, PyObject *unused) {
+    return Py_BuildValue("(O(OOOOO))", (PyObject *)&RecordType, self->key, self->value,
+                         self->headers, self->timestamp, self->offset);
+}
+
+static PyMethodDef record_methods[] = {
+    {"__reduce__", (PyCFunction)record_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef record_members[] = {
+    {"key", T_OBJECT, offsetof(RecordObject, key), 0, "bytes or None"},
+    {"value", T_OBJECT, offsetof(RecordObject, value), 0, "bytes or None"},
+    {"headers", T_OBJECT, offsetof(RecordObject, headers), 0, "tuple of (str, bytes | None)"},
+    {"timestamp", T_OBJECT, offsetof(RecordObject, timestamp), 0, "ms since the epoch, or None"},
+    {"offset", T_OBJECT, offsetof(RecordObject, offset), 0, "the record's offset; -1 until stored"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject RecordType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "logstore.records.Record",
+    .tp_basicsize = sizeof(RecordObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Record(key=None, value=None, headers=(), timestamp=None, offset=-1)\n\n"
+              "A record of a v2 batch: key and value are bytes or None; headers a tuple of\n"
+              "(str, bytes | None) pairs; timestamp in ms (None: the batch's time); offset\n"
+              "-1 until stored.",
+    .tp_new = record_tp_new,
+    .tp_dealloc = (destructor)record_dealloc,
+    .tp_traverse = (traverseproc)record_traverse,
+    .tp_clear = (inquiry)record_clear,
+    .tp_richcompare = record_richcompare,
+    .tp_hash = (hashfunc)record_hash,
+    .tp_repr = (reprfunc)record_repr,
+    .tp_members = record_members,
+    .tp_methods = record_methods,
+};
+
+/* ---------------------------------------------------------------------------
+ * decode_records(section, count, offset_delta_max, base_offset, base_timestamp,
+ *                log_append, log_append_time)
+ *   -> list[Record]
+ * One pass over a records section: varints in C, one Record per record.
+ * log_append stamps every record with log_append_time (LogAppendTime batches).
+ */
+enum { HEADER_SLOTS_STACK = 32 };
+
+static PyObject *bytes_or_none(const uint8_t *base, int32_t pos, int32_t len) {
+    if (len < 0) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)base + pos, len);
+}
+
+static PyObject *decode_headers(const uint8_t *base, const ls_record_view_t *r, const int32_t *hkp,
+                                const int32_t *hkl, const int32_t *hvp, const int32_t *hvl) {
+    PyObject *headers = PyTuple_New(r->header_count);
+    if (headers == NULL) return NULL;
+    for (int32_t h = 0; h < r->header_count; h++) {
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)base + hkp[h], hkl[h], "strict");
+        PyObject *value = name ? bytes_or_none(base, hvp[h], hvl[h]) : NULL;
+        PyObject *pair = value ? PyTuple_Pack(2, name, value) : NULL;
+        Py_XDECREF(name);
+        Py_XDECREF(value);
+        if (pair == NULL) {
+            Py_DECREF(headers);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(headers, h, pair);
+    }
+    return headers;
+}
+
+/* Reads one record; re-reads with heap arrays when it has many headers. */
+static int read_one(const uint8_t **p, const uint8_t *end, const uint8_t *base,
+                    ls_record_view_t *r, PyObject **headers_out) {
+    int32_t hkp[HEADER_SLOTS_STACK], hkl[HEADER_SLOTS_STACK], hvp[HEADER_SLOTS_STACK],
+        hvl[HEADER_SLOTS_STACK];
+    const uint8_t *start = *p;
+    int rc = ls_record_read(p, end, base, r, hkp, hkl, hvp, hvl, HEADER_SLOTS_STACK);
+    if (rc != LS_OK) return rc;
+    if (r->header_count == 0) {
+        *headers_out = Py_NewRef(empty_tuple);
+        return LS_OK;
+    }
+    if (r->header_count <= HEADER_SLOTS_STACK) {
+        *headers_out = decode_headers(base, r, hkp, hkl, hvp, hvl);
+        return *headers_out ? LS_OK : LS_ERR_ARGUMENT;
+    }
+    int32_t *heap = PyMem_Malloc(sizeof(int32_t) * 4 * (size_t)r->header_count);
+    if (heap == NULL) return LS_ERR_CAPACITY;
+    int32_t n = r->header_count;
+    *p = start;
+    rc = ls_record_read(p, end, base, r, heap, heap + n, heap + 2 * n, heap + 3 * n, n);
+    if (rc == LS_OK) {
+        *headers_out = decode_headers(base, r, heap, heap + n, heap + 2 * n, heap + 3 * n);
+        if (*headers_out == NULL) rc = LS_ERR_ARGUMENT;
+    }
+    PyMem_Free(heap);
+    return rc;
+}
+
+static PyObject *record_from_view(const uint8_t *base, const ls_record_view_t *r, PyObject *headers,
+                                  long long base_offset, long long base_timestamp, int log_append,
+                                  long long log_append_time) {
+    PyObject *key = bytes_or_none(base, r->key_pos, r->key_len);
+    PyObject *value = key ? bytes_or_none(base, r->value_pos, r->value_len) : NULL;
+    /* Unsigned addition: a hostile delta wraps instead of overflowing (UB). */
+    long long ts = log_append ? log_append_time
+                              : (long long)((uint64_t)base_timestamp + (uint64_t)r->timestamp_delta);
+    PyObject *timestamp = value ? PyLong_FromLongLong(ts) : NULL;
+    PyObject *offset = timestamp ? PyLong_FromLongLong(base_offset + r->offset_delta) : NULL;
+    PyObject *record = offset ? record_new_fields(key, value, headers, timestamp, offset) : NULL;
+    if (record == NULL) {
+        Py_XDECREF(key), Py_XDECREF(value), Py_XDECREF(timestamp), Py_XDECREF(offset);
+        Py_DECREF(headers);
+    }
+    return record;
+}
+
+static PyObject *decode_records(PyObject *self, PyObject *args) {
+    Py_buffer section;
+    int count, offset_delta_max, log_append;
+    long long base_offset, base_timestamp, log_append_time;
+    if (!PyArg_ParseTuple(args, "y*iiLLpL", &section, &count, &offset_delta_max, &base_offset,
+                          &base_timestamp, &log_append, &log_append_time))
+        return NULL;
+    PyObject *list = count >= 0 && count <= section.len ? PyList_New(count) : NULL;
+    if (list == NULL) {
+        PyBuffer_Release(&section);
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "record count %d does not fit the batch", count);
+        return NULL;
+    }
+    const uint8_t *base = section.buf, *p = base, *end = base + section.len;
+    for (int i = 0; i < count; i++) {
+        ls_record_view_t r;
+        PyObject *headers = NULL;
+        int rc = read_one(&p, end, base, &r, &headers);
+        if (rc == LS_OK && r.offset_delta > offset_delta_max) {
+            Py_DECREF(headers);
+            rc = LS_ERR_CORRUPT; /* past the batch's last offset */
+        }
+        PyObject *record = rc == LS_OK ? record_from_view(base, &r, headers, base_offset, base_timestamp,
+                                                          log_append, log_append_time) : NULL;
+        if (record == NULL) {
+            Py_DECREF(list);
+            PyBuffer_Release(&section);
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_ValueError, "record %d of the batch is malformed (code %d)", i, rc);
+            }
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, record);
+    }
+    int trailing = p != end;
+    PyBuffer_Release(&section);
+    if (trailing) {
+        Py_DECREF(list);
+        PyErr_SetString(PyExc_ValueError, "bytes left over after the batch's last record");
+        return NULL;
+    }
+    return list;
+}
 
 /* Body size of a plain-value record: no key, no headers, same timestamp. */
 static inline int64_t plain_body_size(int32_t index, Py_ssize_t value_len) {
@@ -59,8 +320,9 @@ static void plain_section_write(PyObject *seq, Py_ssize_t count, uint8_t *out, i
 static PyObject *encode_plain(PyObject *self, PyObject *args) {
     PyObject *values;
     long long base_offset, timestamp, producer_id;
-    int producer_epoch, base_sequence, leader_epoch, attributes;
-    if (!PyArg_ParseTuple(args, "OLLLiiii", &values, &base_offset, &timestamp, &producer_id,
+    short producer_epoch, attributes; /* "h" raises OverflowError outside int16 */
+    int base_sequence, leader_epoch;
+    if (!PyArg_ParseTuple(args, "OLLLhiih", &values, &base_offset, &timestamp, &producer_id,
                           &producer_epoch, &base_sequence, &leader_epoch, &attributes))
         return NULL;
     if (!PyList_CheckExact(values) && !PyTuple_CheckExact(values)) Py_RETURN_NONE;
@@ -73,9 +335,9 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
     if (batch == NULL) return NULL;
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(batch);
     plain_section_write(values, count, out + LS_BATCH_HEADER_SIZE, section);
-    int rc = ls_batch_seal(out, size, base_offset, leader_epoch, (int16_t)attributes,
-                           (int32_t)(count - 1), timestamp, timestamp, producer_id,
-                           (int16_t)producer_epoch, base_sequence, (int32_t)count);
+    int rc = ls_batch_seal(out, size, base_offset, leader_epoch, attributes, (int32_t)(count - 1),
+                           timestamp, timestamp, producer_id, producer_epoch, base_sequence,
+                           (int32_t)count);
     if (rc != LS_OK) {
         Py_DECREF(batch);
         PyErr_Format(PyExc_ValueError, "sealing the batch failed (%d): check its header fields", rc);
@@ -85,6 +347,9 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef speedups_methods[] = {
+    {"decode_records", decode_records, METH_VARARGS,
+     "decode_records(section, count, offset_delta_max, base_offset, base_timestamp, log_append, "
+     "log_append_time) -> list[Record]"},
     {"encode_plain", encode_plain, METH_VARARGS,
      "encode_plain(values, base_offset, timestamp, producer_id, producer_epoch, base_sequence, "
      "partition_leader_epoch, attributes) -> bytes | None"},
@@ -97,4 +362,14 @@ static struct PyModuleDef speedups_module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&speedups_module); }
+PyMODINIT_FUNC PyInit__speedups(void) {
+    empty_tuple = PyTuple_New(0);
+    if (empty_tuple == NULL || PyType_Ready(&RecordType) < 0) return NULL;
+    PyObject *module = PyModule_Create(&speedups_module);
+    if (module == NULL) return NULL;
+    if (PyModule_AddObjectRef(module, "Record", (PyObject *)&RecordType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

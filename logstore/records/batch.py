@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from logstore._native import ffi, lib, raise_for
+from logstore._speedups import decode_records
 from logstore.errors import CorruptRecordError
 from logstore.records.codecs import CODEC_NAMES, decompress
-from logstore.records.record import Header, Record
+from logstore.records.record import Record
 
 HEADER_SIZE = lib.LS_BATCH_HEADER_SIZE
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -80,7 +81,9 @@ def _ptr(kind: str, array: np.ndarray) -> Any:
     return ffi.from_buffer(kind, array)
 
 
-def _decode_columns(section: bytes | memoryview, count: int, header_cap: int) -> Columns | int:
+def _decode_columns(
+    section: bytes | memoryview, count: int, delta_max: int, header_cap: int
+) -> Columns | int:
     """Decode, or return the header capacity needed when header_cap is short."""
     cols = Columns(section, count, header_cap)
     total = ffi.new("int64_t *")
@@ -89,6 +92,7 @@ def _decode_columns(section: bytes | memoryview, count: int, header_cap: int) ->
         ffi.from_buffer(section),
         len(section),
         count,
+        delta_max,
         _ptr(i64, cols.offsets),
         _ptr(i64, cols.timestamps),
         _ptr(i32, cols.key_positions),
@@ -110,10 +114,6 @@ def _decode_columns(section: bytes | memoryview, count: int, header_cap: int) ->
     if rc != 0:
         raise_for(rc, "decoding the records of a batch")
     return cols
-
-
-def _slices(data: bytes, positions: list[int], lengths: list[int]) -> list[bytes | None]:
-    return [None if n < 0 else data[p : p + n] for p, n in zip(positions, lengths, strict=False)]
 
 
 class RecordBatch:
@@ -193,18 +193,27 @@ class RecordBatch:
         return self._view
 
     def records_section(self) -> bytes | memoryview:
-        """The records section, decompressed when the batch is compressed."""
+        """The records section, decompressed when the batch is compressed.
+
+        A record takes at least 7 bytes, so a record count the section cannot
+        hold is refused before anything is allocated for it.
+        """
         section = self._view[HEADER_SIZE:]
         codec = self.attributes & 0x07
-        return decompress(codec, section) if codec else section
+        data = decompress(codec, section) if codec else section
+        if self.record_count * 7 > len(data):
+            raise CorruptRecordError(
+                f"batch at offset {self.base_offset} claims {self.record_count} records in {len(data)} bytes"
+            )
+        return data
 
     def columns(self) -> Columns:
         """Decode the records into numpy arrays (offsets, timestamps, positions)."""
         section = self.records_section()
         count = self.record_count
-        result = _decode_columns(section, count, count)
+        result = _decode_columns(section, count, self.last_offset_delta, count)
         if isinstance(result, int):
-            result = _decode_columns(section, count, result)
+            result = _decode_columns(section, count, self.last_offset_delta, result)
             assert not isinstance(result, int)
         result.offsets += self.base_offset
         if self.attributes & _ATTR_LOG_APPEND_TIME:
@@ -215,16 +224,20 @@ class RecordBatch:
 
     @property
     def records(self) -> list[Record]:
-        """The records as :class:`Record` objects, in offset order."""
-        cols = self.columns()
-        data = bytes(cols.buffer)
-        keys = _slices(data, cols.key_positions.tolist(), cols.key_lengths.tolist())
-        values = _slices(data, cols.value_positions.tolist(), cols.value_lengths.tolist())
-        if int(cols.header_counts.sum()) == 0:
-            headers: list[tuple[Header, ...]] = [()] * len(cols)
-        else:
-            headers = _headers(data, cols)
-        return list(map(Record, keys, values, headers, cols.timestamps.tolist(), cols.offsets.tolist()))
+        """The records as :class:`Record` objects, in offset order (one C pass)."""
+        log_append = bool(self.attributes & _ATTR_LOG_APPEND_TIME)
+        try:
+            return decode_records(
+                self.records_section(),
+                self.record_count,
+                self.last_offset_delta,
+                self.base_offset,
+                self.base_timestamp,
+                log_append,
+                self.max_timestamp,
+            )
+        except ValueError as exc:
+            raise CorruptRecordError(f"batch at offset {self.base_offset}: {exc}") from exc
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records)
@@ -234,23 +247,6 @@ class RecordBatch:
             f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
             f"records={self.record_count}, compression={self.compression}, size={self.size})"
         )
-
-
-def _headers(data: bytes, cols: Columns) -> list[tuple[Header, ...]]:
-    names = _slices(data, cols.header_key_positions.tolist(), cols.header_key_lengths.tolist())
-    values = _slices(data, cols.header_value_positions.tolist(), cols.header_value_lengths.tolist())
-    result: list[tuple[Header, ...]] = []
-    for first, count in zip(cols.header_first.tolist(), cols.header_counts.tolist(), strict=False):
-        try:
-            result.append(
-                tuple(
-                    (names[i].decode(), values[i])  # type: ignore[union-attr]
-                    for i in range(first, first + count)
-                )
-            )
-        except UnicodeDecodeError as exc:
-            raise CorruptRecordError(f"a header key is not UTF-8: {exc}") from exc
-    return result
 
 
 def scan(buf: Any, flags: int = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS) -> Any:

@@ -131,6 +131,8 @@ def build_batch(
     if count == 0:
         raise InvalidArgumentError("a record batch needs at least one record")
     codec = codec_id(compression)
+    if not 0 <= base_offset < 2**63:
+        raise InvalidArgumentError(f"base_offset must be in [0, 2**63), got {base_offset}")
     now = int(time.time() * 1000) if timestamp is None else timestamp
     attributes = _ATTR_TRANSACTIONAL if transactional else 0
     batch = encode_plain(

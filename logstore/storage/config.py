@@ -248,14 +248,14 @@ class LogConfig:
                 values[name] = value
                 if source is config:
                     overrides[name] = value
-        return cls(values, overrides, dict(defaults or {}))
+        result = cls(values, overrides, dict(defaults or {}))
+        for name, value in values.items():  # plain attributes: read on every append
+            object.__setattr__(result, name.replace(".", "_"), value)
+        return result
 
     def __getattr__(self, attribute: str) -> Any:
-        name = attribute.replace("_", ".")
-        values = object.__getattribute__(self, "values")
-        if name in values:
-            return values[name]
-        raise AttributeError(f"LogConfig has no key {name!r}")
+        # Reached only for names from_dict did not set: not a config key.
+        raise AttributeError(f"LogConfig has no key {attribute.replace('_', '.')!r}")
 
     def with_overrides(self, config: Mapping[str, Any]) -> LogConfig:
         """A new config with more keys set (AlterConfigs)."""

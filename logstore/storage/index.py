@@ -84,11 +84,14 @@ class _SparseIndex:
         finally:
             os.close(fd)
         count = length // self.DTYPE.itemsize
+        self._memmap: np.memmap | None = None
         if count == 0:
             self._map = np.zeros(0, dtype=self.DTYPE)
         else:
             mode: Literal["r+", "r"] = "r+" if self.writable else "r"
-            self._map = np.memmap(self.path, dtype=self.DTYPE, mode=mode, shape=(count,))
+            self._memmap = np.memmap(self.path, dtype=self.DTYPE, mode=mode, shape=(count,))
+            # A plain ndarray view: element access without memmap's per-slice overhead.
+            self._map = self._memmap.view(np.ndarray)
         self._ptr = ffi.from_buffer(self._map) if count else ffi.NULL
 
     def _live_entries(self) -> int:
@@ -183,15 +186,15 @@ class _SparseIndex:
         self._open_map(None)
 
     def flush(self) -> None:
-        mm = self._check_open()
-        if isinstance(mm, np.memmap):
-            mm.flush()
+        self._check_open()
+        if self._memmap is not None and self.writable:
+            self._memmap.flush()
 
     def _release_map(self) -> None:
-        mm, self._map, self._ptr = self._map, None, ffi.NULL
-        if isinstance(mm, np.memmap):
-            mm.flush()
-            del mm  # the mmap closes once no view of it is left
+        memmap, self._memmap, self._map, self._ptr = self._memmap, None, None, ffi.NULL
+        if memmap is not None and self.writable:
+            memmap.flush()
+        del memmap  # the mmap closes once no view of it is left
 
     def close(self) -> None:
         if self._closed:
@@ -311,6 +314,13 @@ class TimeIndex(_SparseIndex):
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry, or (-1, base_offset)."""
         return self.entry(self._entries - 1) if self._entries else (-1, self.base_offset)
+
+    @property
+    def last_timestamp(self) -> int:
+        """The last entry's timestamp, or -1. O(1)."""
+        if not self._entries:
+            return -1
+        return int(self._check_open()["timestamp"][self._entries - 1])
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add an entry if ``timestamp`` exceeds the last one (Kafka's maybeAppend)."""

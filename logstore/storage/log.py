@@ -225,6 +225,7 @@ class Log:
         if not self.segments:
             self.segments[0] = LogSegment.create(self.path, 0, **self._segment_args(active=True))
             fsync_directory(self.path)
+        self._refresh_active()
         first_base = self.segments.peekitem(0)[1].base_offset
         self.log_start_offset = min(max(log_start_offset, first_base), self.log_end_offset)
         self.recovery_point = self.log_end_offset
@@ -242,12 +243,15 @@ class Log:
 
     @property
     def active_segment(self) -> LogSegment:
-        segment: LogSegment = self.segments.peekitem(-1)[1]
-        return segment
+        return self._active
+
+    def _refresh_active(self) -> None:
+        """Cache the last segment (read on every append and read)."""
+        self._active: LogSegment = self.segments.peekitem(-1)[1]
 
     @property
     def log_end_offset(self) -> int:
-        return self.active_segment.next_offset
+        return self._active.next_offset
 
     @property
     def high_watermark(self) -> int:
@@ -354,6 +358,7 @@ class Log:
         self.recovery_point = max(self.recovery_point, base)
         new = LogSegment.create(self.path, base, **self._segment_args(active=True))
         self.segments[base] = new
+        self._refresh_active()
         fsync_directory(self.path)  # the new segment's name survives a power loss
         if self._standalone:
             self._write_checkpoints()
@@ -481,6 +486,7 @@ class Log:
             removed = 0
             for base in list(self.segments.irange(minimum=offset, inclusive=(False, True))):
                 removed += self._delete_segment(base)
+            self._refresh_active()
             segment = self.active_segment
             if not segment.active:
                 segment = self._reactivate(segment)
@@ -492,6 +498,7 @@ class Log:
         segment.close()
         reopened = LogSegment.open(self.path, segment.base_offset, **self._segment_args(active=True))
         self.segments[segment.base_offset] = reopened
+        self._refresh_active()
         return reopened
 
     def _truncate_fully_and_start_at(self, offset: int) -> int:
@@ -499,6 +506,7 @@ class Log:
         for base in list(self.segments.keys()):
             removed += self._delete_segment(base)
         self.segments[offset] = LogSegment.create(self.path, offset, **self._segment_args(active=True))
+        self._refresh_active()
         fsync_directory(self.path)
         self.log_start_offset = offset
         self._after_truncation()

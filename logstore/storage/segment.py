@@ -115,6 +115,7 @@ class LogSegment:
         self.next_offset = base_offset
         # Kafka resets a segment's creation time when it is loaded.
         self.created_ms = int(time.time() * 1000)
+        self._rolling_timestamp: int | None = None
         self._suffix = ""
         index_missing = (
             not create
@@ -230,7 +231,7 @@ class LogSegment:
         state.offset_prev = self.next_offset - 1 if data is not None else -1
         state.timestamp_max = self.max_timestamp if data is not None else -1
         state.timestamp_max_offset = self.offset_of_max_timestamp if data is not None else -1
-        state.time_index_last = self.time_index.last_entry()[0]
+        state.time_index_last = self.time_index.last_timestamp
         state.batch_size_max = self._batch_size_max
         state.flags = flags
         if data is None:
@@ -285,6 +286,11 @@ class LogSegment:
             or self.time_index.entries + state.time_index_count > self.time_index.max_entries
         ):
             raise IndexFullError(f"the indexes of {self.log_path} are full; roll the segment")
+        if self.size == 0:
+            first = RecordBatch(memoryview(data))
+            self._rolling_timestamp = (
+                int(first.max_timestamp) if first.max_timestamp >= 0 else self.created_ms
+            )
         self._write(data, self.size)
         self._apply_index_entries(state, scratch)
         self.size += length
@@ -429,6 +435,7 @@ class LogSegment:
     def _truncate_file(self, size: int) -> None:
         os.ftruncate(self._fd, size)
         self.size = size
+        self._rolling_timestamp = None
         if self._map_size > size:
             self._remap()
 
@@ -494,11 +501,12 @@ class LogSegment:
     @property
     def rolling_timestamp_ms(self) -> int:
         """What segment.ms counts from: the first batch's max timestamp, else creation."""
-        if self.size >= lib.LS_BATCH_HEADER_SIZE:
+        if self._rolling_timestamp is None and self.size >= lib.LS_BATCH_HEADER_SIZE:
             first = RecordBatch(self.view(0, lib.LS_BATCH_HEADER_SIZE))
-            if first.max_timestamp >= 0:
-                return int(first.max_timestamp)
-        return self.created_ms
+            self._rolling_timestamp = (
+                int(first.max_timestamp) if first.max_timestamp >= 0 else self.created_ms
+            )
+        return self.created_ms if self._rolling_timestamp is None else self._rolling_timestamp
 
     @property
     def largest_timestamp_ms(self) -> int:
