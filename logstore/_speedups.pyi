@@ -3,11 +3,16 @@ from collections.abc import Sequence
 class Record:
     """Record(key=None, value=None, headers=(), timestamp=None, offset=-1)"""
 
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-    timestamp: int | None
-    offset: int
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> tuple[tuple[str, bytes | None], ...]: ...
+    @property
+    def timestamp(self) -> int | None: ...
+    @property
+    def offset(self) -> int: ...
     def __init__(
         self,
         key: bytes | None = None,

@@ -15,8 +15,10 @@
 
 /* ---------------------------------------------------------------------------
  * Record: key, value, headers, timestamp, offset. A C type so a read can
- * build millions of them per second; the Python API is the same as a class
- * with __slots__ (attributes are writable, no __dict__).
+ * build millions of them per second. Immutable, and its fields are checked
+ * to be bytes-like, str, int or None, so a Record can never be part of a
+ * reference cycle: it needs no GC tracking, and allocating millions of them
+ * triggers no collections.
  */
 typedef struct {
     PyObject_HEAD
@@ -28,12 +30,43 @@ static PyObject *empty_tuple;
 
 static PyObject *record_new_fields(PyObject *key, PyObject *value, PyObject *headers,
                                    PyObject *timestamp, PyObject *offset) {
-    RecordObject *self = PyObject_GC_New(RecordObject, &RecordType);
+    RecordObject *self = PyObject_New(RecordObject, &RecordType);
     if (self == NULL) return NULL;
     self->key = key, self->value = value, self->headers = headers;
     self->timestamp = timestamp, self->offset = offset;
-    PyObject_GC_Track(self);
     return (PyObject *)self;
+}
+
+static int check_bytes_or_none(PyObject *v, const char *what) {
+    if (v == Py_None || PyObject_CheckBuffer(v)) return 0;
+    PyErr_Format(PyExc_TypeError, "Record %s must be bytes-like or None, not %.100s", what,
+                 Py_TYPE(v)->tp_name);
+    return -1;
+}
+
+/* Headers as a tuple of (str | bytes, bytes-like | None) pairs. */
+static PyObject *headers_tuple_of(PyObject *headers) {
+    PyObject *items = PySequence_Tuple(headers);
+    if (items == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(items);
+    PyObject *result = PyTuple_New(n);
+    for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
+        PyObject *pair = PySequence_Tuple(PyTuple_GET_ITEM(items, i));
+        if (pair != NULL && (PyTuple_GET_SIZE(pair) != 2 ||
+                             !(PyUnicode_Check(PyTuple_GET_ITEM(pair, 0)) ||
+                               PyBytes_Check(PyTuple_GET_ITEM(pair, 0))))) {
+            Py_CLEAR(pair);
+            PyErr_SetString(PyExc_TypeError, "Record headers must be (str, bytes | None) pairs");
+        }
+        if (pair == NULL || check_bytes_or_none(PyTuple_GET_ITEM(pair, 1), "header values") < 0) {
+            Py_XDECREF(pair);
+            Py_CLEAR(result);
+            break;
+        }
+        PyTuple_SET_ITEM(result, i, pair);
+    }
+    Py_DECREF(items);
+    return result;
 }
 
 static PyObject *record_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -43,7 +76,12 @@ static PyObject *record_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwa
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOOO:Record", names, &key, &value, &headers,
                                      &timestamp, &offset))
         return NULL;
-    PyObject *headers_tuple = PyTuple_CheckExact(headers) ? Py_NewRef(headers) : PySequence_Tuple(headers);
+    if (check_bytes_or_none(key, "key") < 0 || check_bytes_or_none(value, "value") < 0) return NULL;
+    if ((timestamp != Py_None && !PyLong_Check(timestamp)) || (offset && !PyLong_Check(offset))) {
+        PyErr_SetString(PyExc_TypeError, "Record timestamp must be an int or None, and offset an int");
+        return NULL;
+    }
+    PyObject *headers_tuple = headers == empty_tuple ? Py_NewRef(headers) : headers_tuple_of(headers);
     if (headers_tuple == NULL) return NULL;
     PyObject *offset_obj = offset ? Py_NewRef(offset) : PyLong_FromLong(-1);
     if (offset_obj == NULL) {
@@ -59,28 +97,13 @@ static PyObject *record_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwa
     return r;
 }
 
-static int record_traverse(RecordObject *self, visitproc visit, void *arg) {
-    Py_VISIT(self->key);
-    Py_VISIT(self->value);
-    Py_VISIT(self->headers);
-    Py_VISIT(self->timestamp);
-    Py_VISIT(self->offset);
-    return 0;
-}
-
-static int record_clear(RecordObject *self) {
+static void record_dealloc(RecordObject *self) {
     Py_CLEAR(self->key);
     Py_CLEAR(self->value);
     Py_CLEAR(self->headers);
     Py_CLEAR(self->timestamp);
     Py_CLEAR(self->offset);
-    return 0;
-}
-
-static void record_dealloc(RecordObject *self) {
-    PyObject_GC_UnTrack(self);
-    record_clear(self);
-    PyObject_GC_Del(self);
+    PyObject_Free(self);
 }
 
 static PyObject *record_fields(RecordObject *self) {
@@ -121,26 +144,24 @@ static PyMethodDef record_methods[] = {
 };
 
 static PyMemberDef record_members[] = {
-    {"key", T_OBJECT, offsetof(RecordObject, key), 0, "bytes or None"},
-    {"value", T_OBJECT, offsetof(RecordObject, value), 0, "bytes or None"},
-    {"headers", T_OBJECT, offsetof(RecordObject, headers), 0, "tuple of (str, bytes | None)"},
-    {"timestamp", T_OBJECT, offsetof(RecordObject, timestamp), 0, "ms since the epoch, or None"},
-    {"offset", T_OBJECT, offsetof(RecordObject, offset), 0, "the record's offset; -1 until stored"},
+    {"key", T_OBJECT, offsetof(RecordObject, key), READONLY, "bytes or None"},
+    {"value", T_OBJECT, offsetof(RecordObject, value), READONLY, "bytes or None"},
+    {"headers", T_OBJECT, offsetof(RecordObject, headers), READONLY, "tuple of (str, bytes | None)"},
+    {"timestamp", T_OBJECT, offsetof(RecordObject, timestamp), READONLY, "ms since the epoch, or None"},
+    {"offset", T_OBJECT, offsetof(RecordObject, offset), READONLY, "the record's offset; -1 until stored"},
     {NULL, 0, 0, 0, NULL},
 };
 
 static PyTypeObject RecordType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "logstore.records.Record",
     .tp_basicsize = sizeof(RecordObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Record(key=None, value=None, headers=(), timestamp=None, offset=-1)\n\n"
               "A record of a v2 batch: key and value are bytes or None; headers a tuple of\n"
               "(str, bytes | None) pairs; timestamp in ms (None: the batch's time); offset\n"
-              "-1 until stored.",
+              "-1 until stored. Immutable.",
     .tp_new = record_tp_new,
     .tp_dealloc = (destructor)record_dealloc,
-    .tp_traverse = (traverseproc)record_traverse,
-    .tp_clear = (inquiry)record_clear,
     .tp_richcompare = record_richcompare,
     .tp_hash = (hashfunc)record_hash,
     .tp_repr = (reprfunc)record_repr,

@@ -104,7 +104,14 @@ class ReadResult:
     @property
     def records(self) -> list[Record]:
         """The records at or after the requested offset."""
-        return [r for b in self.batches for r in b.records if r.offset >= self.offset]
+        result: list[Record] = []
+        for batch in self.batches:
+            records = batch.records
+            if not result and batch.base_offset < self.offset:
+                # Only the first batch can hold records below the offset.
+                records = [r for r in records if r.offset >= self.offset]
+            result += records
+        return result
 
 
 def batches_of(view: memoryview) -> list[RecordBatch]:
