@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
+from logstore import _crashpoints as crashpoints
 from logstore.errors import LogstoreError
 
 VERSION = 0
@@ -49,7 +50,9 @@ def write_atomically(path: str, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    crashpoints.crash_point("checkpoint.after_tmp")
     os.replace(tmp, path)
+    crashpoints.crash_point("checkpoint.after_rename")
     fsync_directory(os.path.dirname(os.path.abspath(path)))
 
 

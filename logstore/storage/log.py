@@ -37,6 +37,7 @@ from typing import Any
 
 from sortedcontainers import SortedDict
 
+from logstore import _crashpoints as crashpoints
 from logstore._native import ffi, lib, raise_for
 from logstore.errors import (
     ClosedError,
@@ -334,6 +335,7 @@ class Log:
 
     def _after_append(self, info: AppendInfo) -> None:
         """Flush per flush.messages, outside the append lock so fsyncs are shared."""
+        crashpoints.crash_point("log.after_append")
         if info.last_offset + 1 - self._durable_offset >= self.config.flush_messages:
             self._flush_to(info.last_offset + 1)
 
@@ -360,12 +362,14 @@ class Log:
             return segment
         segment.flush()
         segment.seal()
+        crashpoints.crash_point("log.roll.after_seal")
         base = segment.next_offset
         self._durable_offset = max(self._durable_offset, base)
         self.recovery_point = max(self.recovery_point, base)
         new = LogSegment.create(self.path, base, **self._segment_args(active=True))
         self.segments[base] = new
         self._refresh_active()
+        crashpoints.crash_point("log.roll.after_create")
         fsync_directory(self.path)  # the new segment's name survives a power loss
         if self._standalone:
             self._write_checkpoints()

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from logstore import _crashpoints as crashpoints
 from logstore._native import ffi, lib, raise_for
 from logstore.errors import (
     ClosedError,
@@ -291,7 +292,11 @@ class LogSegment:
             self._rolling_timestamp = (
                 int(first.max_timestamp) if first.max_timestamp >= 0 else self.created_ms
             )
+        if crashpoints.ARMED and crashpoints.is_armed("segment.mid_write"):
+            self._write(memoryview(data)[: length // 2], self.size)
+            crashpoints.crash_point("segment.mid_write")
         self._write(data, self.size)
+        crashpoints.crash_point("segment.after_log_write")
         self._apply_index_entries(state, scratch)
         self.size += length
         self.bytes_since_index = state.bytes_since_index
