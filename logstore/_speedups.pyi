@@ -41,3 +41,11 @@ def decode_records(
     log_append: bool,
     log_append_time: int,
 ) -> list[Record]: ...
+def record_at(
+    log: bytes | memoryview | object,
+    index: object,
+    index_count: int,
+    base_offset: int,
+    offset: int,
+    cache: dict[int, bytes],
+) -> Record | bool | None: ...

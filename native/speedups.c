@@ -176,7 +176,7 @@ static PyTypeObject RecordType = {
  * One pass over a records section: varints in C, one Record per record.
  * log_append stamps every record with log_append_time (LogAppendTime batches).
  */
-enum { HEADER_SLOTS_STACK = 32 };
+enum { HEADER_SLOTS_STACK = 32, RECORD_CACHE_BATCHES = 65536 };
 
 static PyObject *bytes_or_none(const uint8_t *base, int32_t pos, int32_t len) {
     if (len < 0) Py_RETURN_NONE;
@@ -367,7 +367,123 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
     return batch;
 }
 
+/* ---------------------------------------------------------------------------
+ * record_at(log, index, index_count, base_offset, offset, cache)
+ *   -> Record | None | False
+ * One record of a segment by offset, in one call: offset index lookup,
+ * position search, then a binary search over the batch's record positions.
+ * The first visit to a batch checks its CRC and caches its record positions
+ * in `cache` (position -> bytes of int32; cleared past RECORD_CACHE_BATCHES
+ * entries), so later lookups touch only the record they return. None: no record has that offset (compacted away).
+ * False: the batch is compressed; the caller decodes it whole.
+ * A batch that fails its CRC raises ValueError.
+ */
+static PyObject *batch_positions(const uint8_t *batch, const ls_batch_t *header) {
+    const uint8_t *section = batch + LS_BATCH_HEADER_SIZE;
+    const uint8_t *p = section, *end = batch + header->size;
+    PyObject *table = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)header->record_count * 4);
+    if (table == NULL) return NULL;
+    int32_t *positions = (int32_t *)PyBytes_AS_STRING(table);
+    for (int32_t i = 0; i < header->record_count; i++) {
+        ls_record_view_t r;
+        positions[i] = (int32_t)(p - section);
+        if (ls_record_read(&p, end, section, &r, NULL, NULL, NULL, NULL, 0) != LS_OK ||
+            r.offset_delta > header->last_offset_delta) {
+            Py_DECREF(table);
+            PyErr_SetString(PyExc_ValueError, "a record of the batch is malformed");
+            return NULL;
+        }
+    }
+    return table;
+}
+
+static PyObject *cached_positions(PyObject *cache, const uint8_t *batch, int64_t position,
+                                  const ls_batch_t *header) {
+    PyObject *key = PyLong_FromLongLong(position);
+    if (key == NULL) return NULL;
+    PyObject *table = PyDict_GetItemWithError(cache, key);
+    if (table != NULL || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return Py_XNewRef(table);
+    }
+    if (PyDict_GET_SIZE(cache) >= RECORD_CACHE_BATCHES) PyDict_Clear(cache); /* bounded memory */
+    uint32_t crc = ls_crc32c(0, batch + LS_POS_ATTRIBUTES, header->size - LS_POS_ATTRIBUTES);
+    if (crc != header->crc) {
+        Py_DECREF(key);
+        PyErr_Format(PyExc_ValueError, "the batch at byte %lld failed its CRC-32C check", (long long)position);
+        return NULL;
+    }
+    table = batch_positions(batch, header);
+    if (table != NULL && PyDict_SetItem(cache, key, table) < 0) Py_CLEAR(table);
+    Py_DECREF(key);
+    return table;
+}
+
+static PyObject *record_in_batch(const uint8_t *batch, const ls_batch_t *header, PyObject *table,
+                                 int64_t offset) {
+    const uint8_t *section = batch + LS_BATCH_HEADER_SIZE, *end = batch + header->size;
+    const int32_t *positions = (const int32_t *)PyBytes_AS_STRING(table);
+    int64_t delta = offset - header->base_offset;
+    int32_t lo = 0, hi = header->record_count - 1;
+    /* Deltas increase with the index. Producers write consecutive deltas, so
+     * the first probe is the record at index delta; compacted batches fall
+     * back to halving (at most 32 passes over an int32 range). */
+    for (int pass = 0; pass < 33 && lo <= hi; pass++) {
+        int32_t mid = pass == 0 && delta <= hi ? (int32_t)delta : lo + (hi - lo) / 2;
+        const uint8_t *p = section + positions[mid];
+        ls_record_view_t r;
+        if (ls_record_read(&p, end, section, &r, NULL, NULL, NULL, NULL, 0) != LS_OK) break;
+        if (r.offset_delta < delta) {
+            lo = mid + 1;
+        } else if (r.offset_delta > delta) {
+            hi = mid - 1;
+        } else {
+            p = section + positions[mid];
+            PyObject *headers = NULL;
+            if (read_one(&p, end, section, &r, &headers) != LS_OK) break;
+            int log_append = (header->attributes & LS_ATTR_TIMESTAMP_LOG_APPEND) != 0;
+            return record_from_view(section, &r, headers, header->base_offset, header->timestamp_base,
+                                    log_append, header->timestamp_max);
+        }
+    }
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *record_at(PyObject *self, PyObject *args) {
+    Py_buffer log, index;
+    long long index_count, base_offset, offset;
+    PyObject *cache;
+    if (!PyArg_ParseTuple(args, "y*y*LLLO!", &log, &index, &index_count, &base_offset, &offset,
+                          &PyDict_Type, &cache))
+        return NULL;
+    PyObject *result = NULL;
+    int64_t position, size;
+    ls_batch_t header;
+    if (index_count < 0 || index_count * LS_OFFSET_INDEX_ENTRY_SIZE > index.len) {
+        PyErr_SetString(PyExc_ValueError, "index_count exceeds the index buffer");
+    } else if (ls_segment_locate(log.buf, log.len, index.buf, index_count, base_offset, offset,
+                                 &position, &size) != LS_OK) {
+        result = Py_NewRef(Py_None);
+    } else if (ls_batch_header((const uint8_t *)log.buf + position, log.len - position, log.len,
+                               &header) != LS_OK) {
+        PyErr_SetString(PyExc_ValueError, "a batch header of the segment is malformed");
+    } else if ((header.attributes & LS_ATTR_COMPRESSION_MASK) != 0) {
+        result = Py_NewRef(Py_False);
+    } else {
+        const uint8_t *batch = (const uint8_t *)log.buf + position;
+        PyObject *table = cached_positions(cache, batch, position, &header);
+        if (table != NULL) result = record_in_batch(batch, &header, table, offset);
+        Py_XDECREF(table);
+    }
+    PyBuffer_Release(&log);
+    PyBuffer_Release(&index);
+    return result;
+}
+
 static PyMethodDef speedups_methods[] = {
+    {"record_at", record_at, METH_VARARGS,
+     "record_at(log, index, index_count, base_offset, offset, cache) -> Record | None | False"},
     {"decode_records", decode_records, METH_VARARGS,
      "decode_records(section, count, offset_delta_max, base_offset, base_timestamp, log_append, "
      "log_append_time) -> list[Record]"},

@@ -285,6 +285,12 @@ class OffsetIndex(_SparseIndex):
             )
 
     @property
+    def buffer(self) -> Any:
+        """The mapped file as a buffer (for one-call lookups in C); raises when closed."""
+        self._check_open()
+        return b"" if self._memmap is None else self._memmap._mmap  # type: ignore[attr-defined]
+
+    @property
     def pointer(self) -> Any:
         """The cffi pointer to the entries (for one-call segment lookups)."""
         self._check_open()

@@ -460,6 +460,33 @@ class Log:
                 "not served; restart to recover the log, or restore the segment from a replica"
             )
 
+    def get(self, offset: int, upto: str = "high_watermark") -> Record | None:
+        """The one record with ``offset``; None if compaction removed it.
+
+        O(log n) in one C call once its batch was visited (the first visit
+        checks the batch's CRC). Offsets outside [log start, limit) raise
+        OffsetOutOfRangeError.
+
+        >>> import tempfile
+        >>> with Log.open(tempfile.mkdtemp()) as log:
+        ...     _ = log.append([b"a", b"b", b"c"])
+        ...     log.get(1).value
+        b'b'
+        """
+        segment = self._active
+        limit = self.high_watermark if upto == "high_watermark" else segment.next_offset
+        if not self.log_start_offset <= offset < limit:
+            self._check_open()
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {limit}); seek to one of those"
+            )
+        if offset < segment.base_offset:
+            segments = self.segments
+            segment = segments.peekitem(segments.bisect_right(offset) - 1)[1]
+        if segment.closed:
+            self._check_open()
+        return segment.record_at(offset)
+
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after ``timestamp`` (ms), or None.
 

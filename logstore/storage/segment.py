@@ -38,6 +38,7 @@ import numpy as np
 
 from logstore import _crashpoints as crashpoints
 from logstore._native import ffi, lib, raise_for
+from logstore._speedups import record_at
 from logstore.errors import (
     ClosedError,
     CorruptIndexError,
@@ -46,6 +47,7 @@ from logstore.errors import (
     LogstoreError,
 )
 from logstore.records.batch import RecordBatch
+from logstore.records.record import Record
 from logstore.storage.index import IndexFullError, OffsetIndex, TimeIndex
 
 SEGMENT_SIZE_MAX = 0x7FFFFFFF  # positions are u32; Kafka caps segments at Int.MaxValue
@@ -103,6 +105,7 @@ class LogSegment:
         self.active = active
         self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
         self._closed = False
+        self._record_cache: dict[int, bytes] = {}
         self._batch_size_max = SEGMENT_SIZE_MAX
         self._map: mmap.mmap | None = None
         self._map_ptr: Any = ffi.NULL
@@ -361,6 +364,29 @@ class LogSegment:
             raise_for(rc, f"reading {self.log_path} at byte {position}")
         return SegmentRead(self, position, int(out[0]), self.view(position, int(out[0])))
 
+    def record_at(self, offset: int) -> Record | None:
+        """The record with ``offset``, or None if no record has it. O(log n), one C call.
+
+        The first visit to a batch checks its CRC and caches its record
+        positions (4 bytes a record, for at most 65,536 batches a segment).
+        """
+        if self._map_size < self.size or self._map is None:
+            self._pointer()
+            if self._map is None:
+                return None
+        index = self.offset_index
+        try:
+            found = record_at(
+                self._map, index.buffer, index.entries, self.base_offset, offset, self._record_cache
+            )
+        except ValueError as exc:
+            raise CorruptRecordError(f"{self.log_path}: {exc}; it is not served") from exc
+        if found is False:  # a compressed batch: decode it whole
+            read = self.read(offset, 1)
+            records = [] if read is None else RecordBatch(read.view).records
+            return next((r for r in records if r.offset == offset), None)
+        return found  # type: ignore[return-value]
+
     def batches(self, position: int = 0, end: int | None = None) -> list[RecordBatch]:
         """Batch views of the log between two batch boundaries."""
         view = self.view(position, (self.size if end is None else end) - position)
@@ -438,6 +464,7 @@ class LogSegment:
         return int(truncated)
 
     def _truncate_file(self, size: int) -> None:
+        self._record_cache.clear()
         os.ftruncate(self._fd, size)
         self.size = size
         self._rolling_timestamp = None

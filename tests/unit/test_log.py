@@ -117,3 +117,43 @@ def test_bad_config_and_closed_log(segment_dir: str) -> None:
         log.append([b"x"])
     with pytest.raises(ClosedError):
         log.read(0)
+
+
+def test_get_returns_single_records_across_segments_and_codecs(segment_dir: str) -> None:
+    with Log.open(segment_dir, {"segment.bytes": 3000}) as log:
+        expected = {}
+        for i in range(40):
+            records = [
+                Record(key=bytes([i]), value=f"{i}-{j}".encode(), headers=[("j", bytes([j]))])
+                for j in range(7)
+            ]
+            if i % 3:
+                info = log.append(records)
+            else:
+                info = log.append_batch(build_batch(records, compression="zstd"))
+            for j, offset in enumerate(range(info.first_offset, info.last_offset + 1)):
+                expected[offset] = (bytes([i]), f"{i}-{j}".encode(), (("j", bytes([j])),))
+        assert len(log.segments) > 3
+        for offset in sorted(expected, key=lambda o: (o * 7919) % len(expected)):
+            record = log.get(offset)
+            assert record is not None and record.offset == offset
+            assert (record.key, record.value, record.headers) == expected[offset]
+        with pytest.raises(OffsetOutOfRangeError):
+            log.get(log.log_end_offset)
+
+
+def test_get_never_serves_a_damaged_batch(segment_dir: str) -> None:
+    with Log.open(segment_dir, {"segment.bytes": 2000}) as log:
+        for i in range(20):
+            log.append([bytes([i]) * 100] * 3)
+        first = log.segments.peekitem(0)[1]
+        path = first.log_path
+    with open(path, "r+b") as f:
+        f.seek(200)
+        byte = f.read(1)
+        f.seek(200)
+        f.write(bytes([byte[0] ^ 0x01]))
+    with Log.open(segment_dir, {"segment.bytes": 2000}) as log:  # clean shutdown: no rescan
+        with pytest.raises(CorruptRecordError):
+            for offset in range(6):
+                log.get(offset)
