@@ -133,7 +133,7 @@ def test_get_returns_single_records_across_segments_and_codecs(segment_dir: str)
                 info = log.append_batch(build_batch(records, compression="zstd"))
             for j, offset in enumerate(range(info.first_offset, info.last_offset + 1)):
                 expected[offset] = (bytes([i]), f"{i}-{j}".encode(), (("j", bytes([j])),))
-        assert len(log.segments) > 3
+        assert len(log.segments) >= 3
         for offset in sorted(expected, key=lambda o: (o * 7919) % len(expected)):
             record = log.get(offset)
             assert record is not None and record.offset == offset
