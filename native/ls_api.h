@@ -169,3 +169,13 @@ int ls_offset_index_verify(const uint8_t *log, int64_t log_len, const uint8_t *i
  * non-decreasing and at most offset_relative_max. */
 int ls_time_index_verify(const uint8_t *index, int64_t index_count,
                          int64_t offset_relative_max, int64_t *slot_bad);
+
+/* Decodes every record of whole uncompressed batches in buf into arrays of
+ * capacity record_cap: absolute offsets and timestamps, key and value
+ * positions (relative to buf[0]; length -1 = null) and header counts.
+ * Stops with LS_ERR_ARGUMENT at a compressed batch (the caller decodes those
+ * separately). *count_out gets the records decoded. */
+int ls_decode_batches(const uint8_t *buf, int64_t len, int64_t record_cap, int64_t *offsets,
+                      int64_t *timestamps, int32_t *key_pos, int32_t *key_lens,
+                      int32_t *value_pos, int32_t *value_lens, int32_t *header_counts,
+                      int64_t *count_out);

@@ -173,3 +173,53 @@ int ls_decode_records(const uint8_t *records, int64_t len, int32_t count,
     if (headers > header_cap) return LS_ERR_CAPACITY;
     return LS_OK;
 }
+
+/* Decodes the records of one uncompressed batch at batch[0] into the arrays
+ * at slot `at`; positions are made relative to `origin`. */
+static int decode_batch_records(const uint8_t *batch, const ls_batch_t *header, const uint8_t *origin,
+                                int64_t at, int64_t *offsets, int64_t *timestamps, int32_t *key_pos,
+                                int32_t *key_lens, int32_t *value_pos, int32_t *value_lens,
+                                int32_t *header_counts) {
+    const uint8_t *section = batch + LS_BATCH_HEADER_SIZE, *p = section, *end = batch + header->size;
+    int32_t shift = (int32_t)(section - origin);
+    int log_append = (header->attributes & LS_ATTR_TIMESTAMP_LOG_APPEND) != 0;
+    for (int32_t i = 0; i < header->record_count; i++) {
+        ls_record_view_t r;
+        int rc = ls_record_read(&p, end, section, &r, NULL, NULL, NULL, NULL, 0);
+        if (rc != LS_OK) return rc;
+        if (r.offset_delta > header->last_offset_delta) return LS_ERR_CORRUPT;
+        offsets[at + i] = header->base_offset + r.offset_delta;
+        timestamps[at + i] = log_append ? header->timestamp_max
+                                        : (int64_t)((uint64_t)header->timestamp_base + (uint64_t)r.timestamp_delta);
+        key_pos[at + i] = r.key_pos + shift, key_lens[at + i] = r.key_len;
+        value_pos[at + i] = r.value_pos + shift, value_lens[at + i] = r.value_len;
+        header_counts[at + i] = r.header_count;
+    }
+    return p == end ? LS_OK : LS_ERR_CORRUPT;
+}
+
+int ls_decode_batches(const uint8_t *buf, int64_t len, int64_t record_cap, int64_t *offsets,
+                      int64_t *timestamps, int32_t *key_pos, int32_t *key_lens,
+                      int32_t *value_pos, int32_t *value_lens, int32_t *header_counts,
+                      int64_t *count_out) {
+    if (buf == NULL || len < 0 || len > INT32_MAX || record_cap < 0 || count_out == NULL)
+        return LS_ERR_ARGUMENT;
+    int64_t position = 0, count = 0;
+    int64_t iterations_max = len / LS_BATCH_HEADER_SIZE + 1;
+    *count_out = 0;
+    for (int64_t i = 0; i < iterations_max && position < len; i++) {
+        ls_batch_t header;
+        int rc = ls_batch_header(buf + position, len - position, len, &header);
+        if (rc != LS_OK) return rc;
+        if ((header.attributes & LS_ATTR_COMPRESSION_MASK) != 0) return LS_ERR_ARGUMENT;
+        if (count + header.record_count > record_cap) return LS_ERR_CAPACITY;
+        rc = decode_batch_records(buf + position, &header, buf, count, offsets, timestamps, key_pos,
+                                  key_lens, value_pos, value_lens, header_counts);
+        if (rc != LS_OK) return rc;
+        count += header.record_count;
+        position += header.size;
+        *count_out = count;
+    }
+    ls_assert(position <= len);
+    return LS_OK;
+}

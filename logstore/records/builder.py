@@ -102,6 +102,29 @@ def _unpack(record: RecordLike) -> tuple[Any, Any, Sequence[tuple[Any, Any]], in
     )
 
 
+def _check_fields(
+    base_offset: int,
+    timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    partition_leader_epoch: int,
+) -> None:
+    """Header fields must fit their widths in the format; say which does not."""
+    for name, value, low, high in (
+        ("base_offset", base_offset, 0, 2**63 - 1),
+        ("timestamp", timestamp, -(2**63), 2**63 - 1),
+        ("producer_id", producer_id, -(2**63), 2**63 - 1),
+        ("producer_epoch", producer_epoch, -(2**15), 2**15 - 1),
+        ("base_sequence", base_sequence, -(2**31), 2**31 - 1),
+        ("partition_leader_epoch", partition_leader_epoch, -(2**31), 2**31 - 1),
+    ):
+        if not low <= value <= high:
+            raise InvalidArgumentError(
+                f"{name}={value} does not fit the batch header: it must be in [{low}, {high}]"
+            )
+
+
 def build_batch(
     records: Iterable[RecordLike],
     *,
@@ -131,9 +154,8 @@ def build_batch(
     if count == 0:
         raise InvalidArgumentError("a record batch needs at least one record")
     codec = codec_id(compression)
-    if not 0 <= base_offset < 2**63:
-        raise InvalidArgumentError(f"base_offset must be in [0, 2**63), got {base_offset}")
     now = int(time.time() * 1000) if timestamp is None else timestamp
+    _check_fields(base_offset, now, producer_id, producer_epoch, base_sequence, partition_leader_epoch)
     attributes = _ATTR_TRANSACTIONAL if transactional else 0
     batch = encode_plain(
         records,
