@@ -153,7 +153,7 @@ def test_get_never_serves_a_damaged_batch(segment_dir: str) -> None:
         byte = f.read(1)
         f.seek(200)
         f.write(bytes([byte[0] ^ 0x01]))
-    with Log.open(segment_dir, {"segment.bytes": 2000}) as log:  # clean shutdown: no rescan
-        with pytest.raises(CorruptRecordError):
-            for offset in range(6):
-                log.get(offset)
+    # A clean shutdown: no rescan on open, so the read path must catch it.
+    with Log.open(segment_dir, {"segment.bytes": 2000}) as log, pytest.raises(CorruptRecordError):
+        for offset in range(6):
+            log.get(offset)
