@@ -120,8 +120,20 @@ static inline uint8_t *varint_write(uint8_t *p, int64_t v) {
 /* Reads a zigzag varint of at most size_max bytes from [*p, end). */
 static inline int varint_read(const uint8_t **p, const uint8_t *end, int size_max,
                               int64_t *out) {
-    uint64_t value = 0;
     const uint8_t *q = *p;
+    /* Most varints of a record (attributes aside: deltas, lengths, counts)
+     * fit one byte: decode those without the loop. */
+    if (__builtin_expect(q < end && (*q & 0x80) == 0, 1)) {
+        *out = zigzag_decode(*q);
+        *p = q + 1;
+        return LS_OK;
+    }
+    if (end - q >= 2 && (q[1] & 0x80) == 0) { /* lengths of 64..8191 bytes */
+        *out = zigzag_decode((uint64_t)(q[0] & 0x7f) | (uint64_t)q[1] << 7);
+        *p = q + 2;
+        return LS_OK;
+    }
+    uint64_t value = 0;
     for (int i = 0; i < size_max; i++) {
         if (q >= end) return LS_ERR_CORRUPT;
         uint8_t byte = *q++;

@@ -5,9 +5,18 @@
 [b'v']
 """
 
-from logstore.records.batch import Columns, RecordBatch, parse_batches
+from logstore.records.batch import Columns, RecordBatch, columns_of, parse_batches
 from logstore.records.builder import build_batch
 from logstore.records.codecs import CODECS
 from logstore.records.record import Header, Record
 
-__all__ = ["CODECS", "Columns", "Header", "Record", "RecordBatch", "build_batch", "parse_batches"]
+__all__ = [
+    "CODECS",
+    "Columns",
+    "Header",
+    "Record",
+    "RecordBatch",
+    "build_batch",
+    "columns_of",
+    "parse_batches",
+]

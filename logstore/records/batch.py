@@ -37,6 +37,8 @@ class Columns:
     """
 
     __slots__ = (
+        "_narrow",
+        "_wide",
         "buffer",
         "header_counts",
         "header_first",
@@ -51,11 +53,20 @@ class Columns:
         "value_lengths",
         "value_positions",
     )
+    _wide: np.ndarray
+    _narrow: np.ndarray
 
-    def __init__(self, buffer: bytes | memoryview, count: int, header_cap: int) -> None:
+    def __init__(
+        self, buffer: bytes | memoryview, count: int, header_cap: int, reuse: Columns | None = None
+    ) -> None:
         self.buffer = buffer
-        wide = np.empty((2, count), dtype=np.int64)
-        narrow = np.empty((6, count), dtype=np.int32)
+        if reuse is not None and reuse.capacity >= count:
+            # Fresh arrays page-fault on first touch; reusing a caller's saves that.
+            wide, narrow = reuse._wide[:, :count], reuse._narrow[:, :count]
+        else:
+            wide = np.empty((2, count), dtype=np.int64)
+            narrow = np.empty((6, count), dtype=np.int32)
+        self._wide, self._narrow = wide, narrow
         headers = np.empty((4, header_cap), dtype=np.int32)
         self.offsets, self.timestamps = wide
         (
@@ -75,6 +86,11 @@ class Columns:
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    @property
+    def capacity(self) -> int:
+        """Records these arrays can hold when passed as ``out`` to a later decode."""
+        return int(self._wide.shape[1])
 
 
 def _ptr(kind: str, array: np.ndarray) -> Any:
@@ -247,6 +263,57 @@ class RecordBatch:
             f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
             f"records={self.record_count}, compression={self.compression}, size={self.size})"
         )
+
+
+def columns_of(view: memoryview, out: Columns | None = None) -> Columns:
+    """Columns of every record in a buffer of whole, validated batches.
+
+    Uncompressed batches decode in one C call over ``view`` itself (zero
+    copy: positions index ``view``). If any batch is compressed, the
+    sections are decompressed and joined into one buffer, and positions
+    index that. Header details stay per batch (``RecordBatch.columns``);
+    here only ``header_counts`` is filled. ``out``: a previous result whose
+    arrays are reused (overwritten) when large enough.
+    """
+    count = int(scan(view, 0).record_count)
+    cols = Columns(view, count, 0, reuse=out)
+    out = ffi.new("int64_t *")
+    i64, i32 = "int64_t[]", "int32_t[]"
+    rc = lib.ls_decode_batches(
+        ffi.from_buffer(view), len(view), count,
+        _ptr(i64, cols.offsets), _ptr(i64, cols.timestamps),
+        _ptr(i32, cols.key_positions), _ptr(i32, cols.key_lengths),
+        _ptr(i32, cols.value_positions), _ptr(i32, cols.value_lengths),
+        _ptr(i32, cols.header_counts), out,
+    )  # fmt: skip
+    if rc == lib.LS_ERR_ARGUMENT:
+        return _joined_columns(view, count)
+    if rc != 0:
+        raise_for(rc, "decoding record batches")
+    return cols
+
+
+def _joined_columns(view: memoryview, count: int) -> Columns:
+    """Columns over the joined (decompressed) sections of mixed batches."""
+    parts: list[Columns] = []
+    at = 0
+    for _ in range(len(view) // HEADER_SIZE + 1):
+        if at >= len(view):
+            break
+        batch = RecordBatch(view[at:])
+        parts.append(batch.columns())
+        at += batch.size
+    cols = Columns(b"".join(bytes(p.buffer) for p in parts), count, 0)
+    shift, slot = 0, 0
+    for part in parts:
+        n = len(part)
+        for name in ("offsets", "timestamps", "key_lengths", "value_lengths", "header_counts"):
+            getattr(cols, name)[slot : slot + n] = getattr(part, name)
+        for name in ("key_positions", "value_positions"):
+            getattr(cols, name)[slot : slot + n] = getattr(part, name) + shift
+        shift += len(part.buffer)
+        slot += n
+    return cols
 
 
 def scan(buf: Any, flags: int = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS) -> Any:

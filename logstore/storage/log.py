@@ -47,7 +47,7 @@ from logstore.errors import (
     RecordTooLargeError,
 )
 from logstore.records import Record, RecordBatch, build_batch
-from logstore.records.batch import scan
+from logstore.records.batch import Columns, columns_of, scan
 from logstore.records.builder import RecordLike
 from logstore.storage.checkpoints import fsync_directory, read_offsets, write_offsets
 from logstore.storage.config import LogConfig
@@ -101,6 +101,16 @@ class ReadResult:
     @property
     def batches(self) -> list[RecordBatch]:
         return batches_of(self.view)
+
+    def columns(self, out: Columns | None = None) -> Columns:
+        """The records as numpy arrays over one buffer (zero copy when uncompressed).
+
+        Covers whole batches: records below ``offset`` in the first batch
+        are included (filter on ``columns().offsets``). ``out``: an earlier
+        result whose arrays are reused when large enough (a tight loop then
+        allocates nothing).
+        """
+        return columns_of(self.view, out)
 
     @property
     def records(self) -> list[Record]:

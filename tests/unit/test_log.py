@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 from logstore.errors import (
@@ -157,3 +158,37 @@ def test_get_never_serves_a_damaged_batch(segment_dir: str) -> None:
     with Log.open(segment_dir, {"segment.bytes": 2000}) as log, pytest.raises(CorruptRecordError):
         for offset in range(6):
             log.get(offset)
+
+
+def test_columnar_read_matches_records_and_reuses_arrays(segment_dir: str) -> None:
+    with Log.open(segment_dir) as log:
+        for i in range(6):
+            records = [(bytes([i, j]) if j % 2 else None, bytes([j]) * (j + i)) for j in range(50)]
+            if i == 3:
+                log.append_batch(build_batch(records, compression="snappy"))
+            else:
+                log.append(records)
+        plain = log.read(0, max_bytes=1 << 20, upto="log_end")
+        for result in (plain, log.read(0, max_bytes=3 * 400)):
+            cols = result.columns()
+            data = bytes(cols.buffer)
+            got = [
+                (
+                    int(o),
+                    None if kl < 0 else data[kp : kp + kl],
+                    None if vl < 0 else data[vp : vp + vl],
+                )
+                for o, kp, kl, vp, vl in zip(
+                    cols.offsets,
+                    cols.key_positions,
+                    cols.key_lengths,
+                    cols.value_positions,
+                    cols.value_lengths,
+                    strict=True,
+                )
+            ]
+            assert got == [(r.offset, r.key, r.value) for r in result.records]
+        first = log.read(0, max_bytes=1).columns()  # uncompressed: positions index the view itself
+        assert first.buffer.obj is not None and len(first) == 50
+        again = log.read(50, max_bytes=1).columns(out=first)
+        assert again.offsets[0] == 50 and np.shares_memory(again.offsets, first.offsets)
