@@ -1,0 +1,174 @@
+"""LogLoader (leftover files, unclean recovery) and the Log's retention, rolls and truncation."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pytest
+
+from logstore import Log
+from logstore.errors import OffsetOutOfRangeError
+from logstore.storage.log import CLEAN_SHUTDOWN_FILE
+from logstore.storage.segment import segment_file_name
+
+CONFIG = {"segment.bytes": 1500, "index.interval.bytes": 200}
+
+
+def fill(log: Log, batches: int, per: int = 4, ts0: int | None = None) -> None:
+    """Append batches with timestamps ts0 + i (default: recent, so segment.ms does not roll)."""
+    ts0 = int(time.time() * 1000) - 10_000 if ts0 is None else ts0
+    for i in range(batches):
+        log.append([bytes([i % 256]) * 60] * per, timestamp=ts0 + i)
+
+
+def values(log: Log) -> list[tuple[int, bytes | None]]:
+    out, offset = [], log.log_start_offset
+    for _ in range(10_000):
+        if offset >= log.log_end_offset:
+            break
+        records = log.read(offset, upto="log_end").records
+        out += [(r.offset, r.value) for r in records]
+        offset = records[-1].offset + 1
+    return out
+
+
+def crash(path: str) -> None:
+    """Make the last close look unclean."""
+    os.unlink(os.path.join(path, CLEAN_SHUTDOWN_FILE))
+
+
+def test_leftovers_of_interrupted_work_are_settled(segment_dir: str) -> None:
+    with Log.open(segment_dir, CONFIG) as log:
+        fill(log, 30)
+        before = values(log)
+        bases = list(log.segments.keys())
+    # A deletion in progress, a compaction that never reached its swap, a stray tmp.
+    for name in ("00000000000000000999.log.deleted", "00000000000000000000.log.cleaned", "x.tmp"):
+        with open(os.path.join(segment_dir, name), "wb") as f:
+            f.write(b"junk")
+    # A finished compaction: a .swap covering the first two segments (same records here).
+    first, second, third = bases[0], bases[1], bases[2]
+    with open(os.path.join(segment_dir, segment_file_name(first, ".log")), "rb") as f:
+        merged = f.read()
+    with open(os.path.join(segment_dir, segment_file_name(second, ".log")), "rb") as f:
+        merged += f.read()
+    with open(os.path.join(segment_dir, segment_file_name(first, ".log.swap")), "wb") as f:
+        f.write(merged)
+    with Log.open(segment_dir, CONFIG) as log:
+        names = os.listdir(segment_dir)
+        assert not any(n.endswith((".deleted", ".cleaned", ".tmp", ".swap")) for n in names)
+        assert segment_file_name(second, ".log") not in names
+        assert list(log.segments.keys())[:2] == [first, third]
+        assert values(log) == before
+
+
+def test_unclean_shutdown_truncates_at_the_first_bad_batch_and_drops_later_segments(segment_dir: str) -> None:
+    with Log.open(segment_dir, {**CONFIG, "flush.messages": 1}) as log:
+        fill(log, 30)
+        bases = list(log.segments.keys())
+        # Force a full rescan: recovery point 0.
+    crash(segment_dir)
+    os.unlink(os.path.join(segment_dir, "recovery-point-offset-checkpoint"))
+    victim = os.path.join(segment_dir, segment_file_name(bases[2], ".log"))
+    with open(victim, "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0x40]))
+    with Log.open(segment_dir, CONFIG) as log:
+        assert log.truncated_bytes > 0
+        assert list(log.segments.keys()) == bases[:3]
+        assert log.log_end_offset == bases[2]  # the damaged batch was the segment's first
+        assert [o for o, _ in values(log)] == list(range(bases[2]))
+        log.append([b"after"])  # appends resume at the end
+        assert log.get(bases[2]).value == b"after"
+
+
+def test_clean_shutdown_skips_recovery(segment_dir: str) -> None:
+    with Log.open(segment_dir, CONFIG) as log:
+        fill(log, 20)
+    with Log.open(segment_dir, CONFIG) as log:
+        assert log.recovered_bytes == 0
+    crash(segment_dir)
+    with Log.open(segment_dir, CONFIG) as log:
+        assert 0 < log.recovered_bytes <= 1500  # only the active segment, from the recovery point
+
+
+def test_retention_by_size_time_and_log_start(segment_dir: str) -> None:
+    with Log.open(segment_dir, {**CONFIG, "retention.bytes": 3000, "retention.ms": -1}) as log:
+        fill(log, 40)
+        sizes = [s.size for s in log.segments.values()]
+        deleted = log.delete_old_segments()
+        # Kafka's rule: drop the oldest while what remains stays >= retention.bytes.
+        expected, excess = 0, sum(sizes) - 3000
+        for size in sizes[:-1]:
+            if excess - size < 0:
+                break
+            excess -= size
+            expected += 1
+        assert deleted == expected > 0 and log.size == sum(sizes[expected:])
+        assert log.log_start_offset == log.segments.peekitem(0)[1].base_offset
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(0)
+    shutil.rmtree(segment_dir)
+    with Log.open(segment_dir, {**CONFIG, "retention.ms": 1000}) as log:
+        fill(log, 40, ts0=50_000)
+        # Segments whose newest record is older than now - 1000 go; never the active one.
+        assert log.delete_old_segments(now_ms=50_000 + 25 + 1001) > 0
+        oldest = log.segments.peekitem(0)[1]
+        assert oldest.max_timestamp >= 50_000 + 25 - 1 or len(log.segments) == 1
+        assert log.delete_old_segments(now_ms=10**15) == len(log.segments) - 1 or len(log.segments) == 1
+        assert len(log.segments) == 1 and log.active_segment.size > 0
+
+
+def test_retention_stops_at_the_high_watermark(segment_dir: str) -> None:
+    with Log.open(segment_dir, {**CONFIG, "retention.ms": 0}) as log:
+        fill(log, 30)
+        hw = log.segments.keys()[2] + 1  # inside the third segment
+        log.high_watermark = hw
+        assert log.delete_old_segments(now_ms=10**15) == 2  # the third holds the HW: it stays
+        assert log.log_start_offset == log.segments.keys()[0] < hw
+        assert log.read(log.log_start_offset, upto="log_end").records[0].offset == log.log_start_offset
+
+
+def test_delete_records_and_truncate(segment_dir: str) -> None:
+    with Log.open(segment_dir, CONFIG) as log:
+        fill(log, 30)
+        assert log.delete_records(37) == 37
+        assert log.log_start_offset == 37 and log.segments.peekitem(0)[1].base_offset <= 37
+        assert log.read(37).records[0].offset == 37
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(36)
+        with pytest.raises(OffsetOutOfRangeError):
+            log.delete_records(log.log_end_offset + 1)
+        log.truncate_to(90)  # batches of 4: the batch holding 90 starts at 88
+        assert log.log_end_offset == 88
+        assert log.append([b"z"]).first_offset == 88
+        log.truncate_to(10)  # below the log start: start over at 10
+        assert log.log_start_offset == log.log_end_offset == 10 and len(log.segments) == 1
+    with Log.open(segment_dir, CONFIG) as log:
+        assert log.log_start_offset == 10 and log.log_end_offset == 10
+
+
+def test_roll_by_time(segment_dir: str) -> None:
+    with Log.open(segment_dir, {"segment.ms": 50}) as log:
+        now = int(time.time() * 1000)
+        log.append([b"a"], timestamp=now)
+        time.sleep(0.12)
+        log.append([b"b"], timestamp=int(time.time() * 1000))
+        assert len(log.segments) == 2
+
+
+def test_offset_for_timestamp(segment_dir: str) -> None:
+    with Log.open(segment_dir, CONFIG) as log:
+        fill(log, 30, ts0=1000)  # batch i has timestamp 1000 + i, offsets 4i..4i+3
+        assert log.offset_for_timestamp(1010) == (1010, 40)
+        assert log.offset_for_timestamp(999) == (1000, 0)
+        assert log.offset_for_timestamp(5000) is None
+        assert log.offset_for_timestamp(-2) == (-1, 0)
+        assert log.offset_for_timestamp(-1) == (-1, 120)
+        assert log.offset_for_timestamp(-3) == (1029, 119)
+        log.delete_records(50)
+        assert log.offset_for_timestamp(1010) == (1012, 50)
