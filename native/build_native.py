@@ -23,7 +23,7 @@ def _cdef() -> str:
 
 
 def compile_args() -> list[str]:
-    args = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fno-strict-aliasing"]
+    args = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     if os.environ.get("LOGSTORE_SANITIZE") == "1":
         args += [
             "-fsanitize=address,undefined",

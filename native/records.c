@@ -103,33 +103,40 @@ static inline int field_read(const uint8_t **p, const uint8_t *end, const uint8_
     return LS_OK;
 }
 
+/* The fields are parsed through a local cursor and kept in locals until the
+ * end: stores through `r` then cannot force reloads of the cursor. */
 int ls_record_read(const uint8_t **p, const uint8_t *end, const uint8_t *base,
-                       ls_record_view_t *r, int32_t *hkp, int32_t *hkl, int32_t *hvp,
-                       int32_t *hvl, int64_t header_slots) {
-    int64_t length, v;
-    int rc = varint_read(p, end, LS_VARINT_MAX, &length);
+                   ls_record_view_t *r, int32_t *hkp, int32_t *hkl, int32_t *hvp,
+                   int32_t *hvl, int64_t header_slots) {
+    const uint8_t *q = *p;
+    int64_t length, timestamp_delta, offset_delta, header_count;
+    int32_t key_pos, key_len, value_pos, value_len;
+    int rc = varint_read(&q, end, LS_VARINT_MAX, &length);
     if (rc != LS_OK) return rc;
-    if (length < 6 || length > end - *p) return LS_ERR_CORRUPT;
-    const uint8_t *record_end = *p + length;
-    (*p)++; /* attributes */
-    if ((rc = varint_read(p, record_end, LS_VARLONG_MAX, &r->timestamp_delta)) != LS_OK) return rc;
-    if ((rc = varint_read(p, record_end, LS_VARINT_MAX, &r->offset_delta)) != LS_OK) return rc;
-    if (r->offset_delta < 0) return LS_ERR_CORRUPT;
-    if ((rc = field_read(p, record_end, base, 1, &r->key_pos, &r->key_len)) != LS_OK) return rc;
-    if ((rc = field_read(p, record_end, base, 1, &r->value_pos, &r->value_len)) != LS_OK) return rc;
-    if ((rc = varint_read(p, record_end, LS_VARINT_MAX, &v)) != LS_OK) return rc;
+    if (length < 6 || length > end - q) return LS_ERR_CORRUPT;
+    const uint8_t *record_end = q + length;
+    q++; /* attributes */
+    if ((rc = varint_read(&q, record_end, LS_VARLONG_MAX, &timestamp_delta)) != LS_OK) return rc;
+    if ((rc = varint_read(&q, record_end, LS_VARINT_MAX, &offset_delta)) != LS_OK) return rc;
+    if (offset_delta < 0) return LS_ERR_CORRUPT;
+    if ((rc = field_read(&q, record_end, base, 1, &key_pos, &key_len)) != LS_OK) return rc;
+    if ((rc = field_read(&q, record_end, base, 1, &value_pos, &value_len)) != LS_OK) return rc;
+    if ((rc = varint_read(&q, record_end, LS_VARINT_MAX, &header_count)) != LS_OK) return rc;
     /* Each header takes at least two bytes. */
-    if (v < 0 || v * 2 > record_end - *p) return LS_ERR_CORRUPT;
-    r->header_count = (int32_t)v;
-    for (int32_t h = 0; h < r->header_count; h++) {
+    if (header_count < 0 || header_count * 2 > record_end - q) return LS_ERR_CORRUPT;
+    for (int32_t h = 0; h < header_count; h++) {
         int32_t kp, kl, vp, vl;
-        if ((rc = field_read(p, record_end, base, 0, &kp, &kl)) != LS_OK) return rc;
-        if ((rc = field_read(p, record_end, base, 1, &vp, &vl)) != LS_OK) return rc;
+        if ((rc = field_read(&q, record_end, base, 0, &kp, &kl)) != LS_OK) return rc;
+        if ((rc = field_read(&q, record_end, base, 1, &vp, &vl)) != LS_OK) return rc;
         if (h < header_slots) {
             hkp[h] = kp, hkl[h] = kl, hvp[h] = vp, hvl[h] = vl;
         }
     }
-    if (*p != record_end) return LS_ERR_CORRUPT;
+    if (q != record_end) return LS_ERR_CORRUPT;
+    r->timestamp_delta = timestamp_delta, r->offset_delta = offset_delta;
+    r->key_pos = key_pos, r->key_len = key_len, r->value_pos = value_pos, r->value_len = value_len;
+    r->header_count = (int32_t)header_count;
+    *p = q;
     return LS_OK;
 }
 
