@@ -402,7 +402,7 @@ class Log:
                 pending = [s for s in self.segments.values() if s.next_offset > self._durable_offset]
             for segment in pending:
                 if not segment.closed:
-                    segment.flush()
+                    segment.sync_log()
             self._durable_offset = max(self._durable_offset, target)
             self.recovery_point = max(self.recovery_point, target)
             self._last_flush = time.monotonic()

@@ -501,10 +501,17 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the log, then flush the indexes."""
-        self._check_open()
-        os.fdatasync(self._fd)
+        self.sync_log()
         self.offset_index.flush()
         self.time_index.flush()
+
+    def sync_log(self) -> None:
+        """fsync the log file only: what durability needs (indexes are rebuilt on recovery).
+
+        Safe while another thread seals the segment: it touches no index.
+        """
+        self._check_open()
+        os.fdatasync(self._fd)
 
     def close(self) -> None:
         """Trim the indexes and release the files. Idempotent."""

@@ -147,3 +147,65 @@ def test_scheduler_applies_retention(tmp_path: os.PathLike[str]) -> None:
         assert log.size <= 6000 and log.log_start_offset > 0
     finally:
         store.close()
+
+
+def test_concurrent_durable_appends_share_fsyncs(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    syncs = []
+    real = os.fdatasync
+
+    def counting(fd: int) -> None:
+        syncs.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", counting)
+    with Store(str(tmp_path), scheduler=False) as store:
+        store.create_topic("g", config={"flush.messages": 1})
+        log = store.log("g")
+        barrier = threading.Barrier(8)
+
+        def writer() -> None:
+            barrier.wait(timeout=30)
+            for _ in range(50):
+                log.append([b"durable"])
+
+        threads = [threading.Thread(target=writer) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert log.log_end_offset == 400 and log.recovery_point == 400
+        # Every append was durable when it returned, yet fsyncs were shared.
+        assert len(syncs) < 400
+
+
+def test_recovery_shows_progress_on_a_terminal(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from logstore import Log
+    from logstore.storage import log as log_module
+
+    path = os.path.join(tmp_path, "p-0")
+    with Log.open(path) as log:
+        for _ in range(20):
+            log.append([b"x" * 100] * 10)
+    os.unlink(os.path.join(path, ".kafka_cleanshutdown"))
+    updates: list[tuple[int, int]] = []
+    real = log_module._terminal_progress
+
+    def tracking(where: str) -> tuple[object, object]:
+        callback, bar = real(where)
+        assert callback is not None  # a terminal gets a bar
+
+        def update(done: int, total: int) -> None:
+            updates.append((done, total))
+            callback(done, total)
+
+        return update, bar
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setattr(log_module, "_terminal_progress", tracking)
+    with Log.open(path) as log:
+        assert log.recovered_bytes > 0
+    assert updates and updates[-1][0] == updates[-1][1] > 0
