@@ -1,60 +1,62 @@
-"""The embedded engine at work: append record batches to a segment, read them back.
+"""The embedded engine at work: a durable queue in a data directory.
 
 Run with ``make run`` (or ``python -m logstore.examples.embedded [DIR]``).
-Data goes to ``./data/example-0`` unless a directory is given; each run
-starts the segment afresh.
+Data goes to ``./data`` unless a directory is given. Each run appends to the
+``events`` topic, reads from where the previous run stopped, and reports.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from pathlib import Path
 
-from logstore.records import Record, build_batch, parse_batches
-from logstore.storage import LogSegment
+from logstore import Record, Store
+from logstore.storage.manager import UnknownTopicError
 
 RECORDS_PER_BATCH = 1000
 BATCHES = 200
 
 
 def main(argv: list[str]) -> int:
-    directory = Path(argv[0] if argv else "data") / "example-0"
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
-    values = [b"v" * 100] * RECORDS_PER_BATCH
-    segment = LogSegment.create(str(directory), 0)
-    started = time.perf_counter()
-    offset = 0
-    for _ in range(BATCHES):
-        offset = segment.append(build_batch(values, base_offset=offset))
-    segment.append(
-        build_batch([Record(key=b"greeting", value=b"hello", headers=[("lang", b"en")])], base_offset=offset)
-    )
-    segment.flush()
-    elapsed = time.perf_counter() - started
-    print(
-        f"appended {segment.next_offset:,} records ({segment.size / 1e6:.1f} MB) to {directory} "
-        f"in {elapsed * 1000:.0f} ms, fsync included: {segment.next_offset / elapsed / 1e6:.1f}M records/s"
-    )
-    read = segment.read(12_345, max_bytes=1)
-    assert read is not None
-    batch = next(parse_batches(read.view))
-    print(
-        f"offset 12,345 lives in the batch at byte {read.position}: offsets {batch.base_offset}..{batch.last_offset}"
-    )
-    last = segment.read(segment.next_offset - 1, max_bytes=1 << 20)
-    assert last is not None
-    record = next(parse_batches(last.view)).records[-1]
-    print(
-        f"last record: offset {record.offset}, key {record.key!r}, value {record.value!r}, "
-        f"headers {record.headers}"
-    )
-    segment.close()
-    reopened = LogSegment.open(str(directory), 0)
-    print(f"reopened: {reopened.offset_index.entries} index entries, next offset {reopened.next_offset:,}")
-    reopened.close()
+    directory = Path(argv[0] if argv else "data")
+    with Store(str(directory)) as store:
+        try:
+            log = store.log("events", 0)
+        except UnknownTopicError:
+            store.create_topic("events", partitions=1, config={"segment.bytes": 64 * 1024 * 1024})
+            log = store.log("events", 0)
+        start = log.log_end_offset
+        values = [b"v" * 100] * RECORDS_PER_BATCH
+        began = time.perf_counter()
+        for _ in range(BATCHES):
+            log.append(values)
+        log.append([Record(key=b"greeting", value=b"hello", headers=[("lang", b"en")])])
+        log.flush()
+        elapsed = time.perf_counter() - began
+        appended = log.log_end_offset - start
+        print(
+            f"appended {appended:,} records to {directory}/events-0 in {elapsed * 1000:.0f} ms "
+            f"(fsync included): {appended / elapsed / 1e6:.1f}M records/s"
+        )
+        began = time.perf_counter()
+        offset, read = start, 0
+        for _ in range(appended):  # bounded: each read returns at least one record
+            if offset >= log.log_end_offset:
+                break
+            records = log.read(offset).records
+            read += len(records)
+            offset = records[-1].offset + 1
+        elapsed = time.perf_counter() - began
+        print(f"read them back as records: {read / elapsed / 1e6:.1f}M records/s")
+        last = log.get(log.log_end_offset - 1)
+        assert last is not None
+        print(
+            f"last record: offset {last.offset}, key {last.key!r}, value {last.value!r}, headers {last.headers}"
+        )
+        print(
+            f"log: {len(log.segments)} segment(s), offsets {log.log_start_offset:,}..{log.log_end_offset - 1:,}"
+        )
     return 0
 
 
