@@ -250,23 +250,6 @@ int ls_batch_seal(uint8_t *batch, int64_t batch_len, int64_t base_offset,
     return LS_OK;
 }
 
-int ls_batch_positions(const uint8_t *buf, int64_t len, int64_t *positions,
-                       int64_t cap, int64_t *count_out) {
-    if (buf == NULL || len < 0 || count_out == NULL || cap < 0) return LS_ERR_ARGUMENT;
-    int64_t position = 0, count = 0;
-    int64_t iterations_max = len / LS_BATCH_HEADER_SIZE + 1;
-    for (int64_t i = 0; i < iterations_max && position < len; i++) {
-        ls_batch_t batch;
-        int rc = ls_batch_header(buf + position, len - position, len, &batch);
-        if (rc != LS_OK) return rc;
-        if (count >= cap) return LS_ERR_CAPACITY;
-        positions[count++] = position;
-        position += batch.size;
-    }
-    *count_out = count;
-    return LS_OK;
-}
-
 int ls_span_batches(const uint8_t *buf, int64_t len, int64_t position, int64_t bytes_max,
                     int64_t *size_out, int64_t *count_out) {
     if (buf == NULL || len < 0 || position < 0 || position > len || size_out == NULL ||

@@ -148,9 +148,6 @@ int ls_decode_records(const uint8_t *records, int64_t len, int32_t count,
                       int32_t *header_value_pos, int32_t *header_value_lens,
                       int64_t header_cap, int64_t *header_total);
 
-/* Positions of the batches in buf (whole batches, already scanned). */
-int ls_batch_positions(const uint8_t *buf, int64_t len, int64_t *positions,
-                       int64_t cap, int64_t *count_out);
 
 /* Bytes of the whole batches from position on that fit in bytes_max (at
  * least one batch, as Kafka serves a first batch larger than the limit). */

@@ -265,6 +265,18 @@ class RecordBatch:
         )
 
 
+def batches_of(view: memoryview) -> list[RecordBatch]:
+    """Batch views of a buffer of whole, already validated batches. O(batches)."""
+    result, at = [], 0
+    for _ in range(len(view) // HEADER_SIZE + 1):
+        if at >= len(view):
+            break
+        batch = RecordBatch(view[at:])
+        result.append(batch)
+        at += batch.size
+    return result
+
+
 def columns_of(view: memoryview, out: Columns | None = None) -> Columns:
     """Columns of every record in a buffer of whole, validated batches.
 
@@ -295,14 +307,7 @@ def columns_of(view: memoryview, out: Columns | None = None) -> Columns:
 
 def _joined_columns(view: memoryview, count: int) -> Columns:
     """Columns over the joined (decompressed) sections of mixed batches."""
-    parts: list[Columns] = []
-    at = 0
-    for _ in range(len(view) // HEADER_SIZE + 1):
-        if at >= len(view):
-            break
-        batch = RecordBatch(view[at:])
-        parts.append(batch.columns())
-        at += batch.size
+    parts = [batch.columns() for batch in batches_of(view)]
     cols = Columns(b"".join(bytes(p.buffer) for p in parts), count, 0)
     shift, slot = 0, 0
     for part in parts:
@@ -345,13 +350,8 @@ def parse_batches(buf: Any, *, allow_partial: bool = False) -> Iterator[RecordBa
     """
     view = memoryview(buf).cast("B") if not isinstance(buf, memoryview) else buf.cast("B")
     state = scan(view)
-    valid = state.bytes_valid
-    position = 0
-    while position < valid:
-        batch = RecordBatch(view[position:])
-        yield batch
-        position += batch.size
+    yield from batches_of(view[: state.bytes_valid])
     if state.stop == lib.LS_ERR_INCOMPLETE and allow_partial:
         return
     if state.stop != 0:
-        raise_for(state.stop, f"record batch at byte {valid}")
+        raise_for(state.stop, f"record batch at byte {state.bytes_valid}")

@@ -47,7 +47,7 @@ from logstore.errors import (
     RecordTooLargeError,
 )
 from logstore.records import Record, RecordBatch, build_batch
-from logstore.records.batch import Columns, columns_of, scan
+from logstore.records.batch import Columns, batches_of, columns_of, scan
 from logstore.records.builder import RecordLike
 from logstore.storage.checkpoints import fsync_directory, read_offsets, write_offsets
 from logstore.storage.config import LogConfig
@@ -123,18 +123,6 @@ class ReadResult:
                 records = [r for r in records if r.offset >= self.offset]
             result += records
         return result
-
-
-def batches_of(view: memoryview) -> list[RecordBatch]:
-    """Batch views of a buffer of whole, already validated batches."""
-    result, at = [], 0
-    for _ in range(len(view) // lib.LS_BATCH_HEADER_SIZE + 1):
-        if at >= len(view):
-            break
-        batch = RecordBatch(view[at:])
-        result.append(batch)
-        at += batch.size
-    return result
 
 
 def partition_key(path: str) -> tuple[str, int]:

@@ -387,18 +387,6 @@ class LogSegment:
             return next((r for r in records if r.offset == offset), None)
         return found  # type: ignore[return-value]
 
-    def batches(self, position: int = 0, end: int | None = None) -> list[RecordBatch]:
-        """Batch views of the log between two batch boundaries."""
-        view = self.view(position, (self.size if end is None else end) - position)
-        result, at = [], 0
-        for _ in range(len(view) // lib.LS_BATCH_HEADER_SIZE + 1):
-            if at >= len(view):
-                break
-            batch = RecordBatch(view[at:])
-            result.append(batch)
-            at += batch.size
-        return result
-
     def find_offset_by_timestamp(
         self, timestamp: int, start_offset: int | None = None
     ) -> tuple[int, int] | None:
