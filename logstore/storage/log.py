@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import sys
+from bisect import bisect_right
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -252,8 +253,13 @@ class Log:
         return self._active
 
     def _refresh_active(self) -> None:
-        """Cache the last segment (read on every append and read)."""
+        """Cache the last segment and a plain list of bases (read on every lookup).
+
+        Called after every change to ``segments``.
+        """
         self._active: LogSegment = self.segments.peekitem(-1)[1]
+        self._bases: list[int] = list(self.segments.keys())
+        self._segment_list: list[LogSegment] = list(self.segments.values())
 
     @property
     def log_end_offset(self) -> int:
@@ -472,15 +478,15 @@ class Log:
         b'b'
         """
         segment = self._active
-        limit = self.high_watermark if upto == "high_watermark" else segment.next_offset
+        hw = self._high_watermark
+        limit = segment.next_offset if hw is None or upto != "high_watermark" else hw
         if not self.log_start_offset <= offset < limit:
             self._check_open()
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside [{self.log_start_offset}, {limit}); seek to one of those"
             )
         if offset < segment.base_offset:
-            segments = self.segments
-            segment = segments.peekitem(segments.bisect_right(offset) - 1)[1]
+            segment = self._segment_list[bisect_right(self._bases, offset) - 1]
         if segment.closed:
             self._check_open()
         return segment.record_at(offset)
@@ -559,6 +565,8 @@ class Log:
     def _delete_segment(self, base: int) -> int:
         """Rename a segment to .deleted, then remove it; returns its size."""
         segment = self.segments.pop(base)
+        if self.segments:
+            self._refresh_active()
         size = int(segment.size)
         segment.close()
         segment.rename_suffix(".deleted")
