@@ -292,9 +292,9 @@ class Log:
         with self._lock:
             self._check_open()
             first = self.log_end_offset
+            batch: bytes | bytearray = build_batch(records, base_offset=first, timestamp=timestamp)
             if self.config.message_timestamp_type == "LogAppendTime":
-                timestamp = int(time.time() * 1000)
-            batch = build_batch(records, base_offset=first, timestamp=timestamp)
+                batch = self._stamp_append_time(bytearray(batch), first)
             if len(batch) > self.config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"a batch of {len(batch)} bytes exceeds max.message.bytes={self.config.max_message_bytes}; "
@@ -303,6 +303,15 @@ class Log:
             info = self._append_assigned(batch, first)
         self._after_append(info)
         return info
+
+    @staticmethod
+    def _stamp_append_time(buf: bytearray, first: int) -> bytearray:
+        """Mark batches LogAppendTime with the broker's clock (re-sealing their CRCs)."""
+        last = ffi.new("int64_t *")
+        rc = lib.ls_assign_offsets(ffi.from_buffer(buf), len(buf), first, -1, int(time.time() * 1000), last)
+        if rc != 0:
+            raise_for(rc, "stamping LogAppendTime")
+        return buf
 
     def append_batch(self, data: bytes | bytearray | memoryview) -> AppendInfo:
         """Append pre-encoded v2 batches (the broker's path): validate in C, assign offsets, store."""

@@ -192,3 +192,17 @@ def test_columnar_read_matches_records_and_reuses_arrays(segment_dir: str) -> No
         assert first.buffer.obj is not None and len(first) == 50
         again = log.read(50, max_bytes=1).columns(out=first)
         assert again.offsets[0] == 50 and np.shares_memory(again.offsets, first.offsets)
+
+
+def test_log_append_time_replaces_producer_timestamps(segment_dir: str) -> None:
+    import time
+
+    with Log.open(segment_dir, {"message.timestamp.type": "LogAppendTime"}) as log:
+        before = int(time.time() * 1000)
+        log.append([Record(value=b"a", timestamp=5)])
+        log.append_batch(build_batch([Record(value=b"b", timestamp=7)]))
+        after = int(time.time() * 1000)
+        for batch in log.read(0).batches:
+            assert batch.timestamp_type == "LogAppendTime"
+        stamps = [r.timestamp for r in log.read(0).records]
+        assert len(stamps) == 2 and all(before <= t <= after for t in stamps)
