@@ -314,11 +314,17 @@ class Log:
         return buf
 
     def append_batch(self, data: bytes | bytearray | memoryview) -> AppendInfo:
-        """Append pre-encoded v2 batches (the broker's path): validate in C, assign offsets, store."""
+        """Append pre-encoded v2 batches (the broker's path): validate in C, assign offsets, store.
+
+        Offsets (and LogAppendTime) are written into the batches in place when
+        ``data`` is writable (a bytearray or writable memoryview, as a request
+        buffer is); read-only ``bytes`` are copied first.
+        """
         state = scan(data)
         if state.stop != 0 or state.bytes_valid != len(data) or state.batch_count == 0:
             raise_for(state.stop or lib.LS_ERR_CORRUPT, "appending record batches")
-        buf = bytearray(data)
+        writable = isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
+        buf = data if writable else bytearray(data)
         limit = self.config.max_message_bytes
         for batch in batches_of(memoryview(buf)):
             if batch.size > limit:
@@ -337,7 +343,7 @@ class Log:
         self._after_append(info)
         return info
 
-    def _append_assigned(self, data: bytes | bytearray, first: int) -> AppendInfo:
+    def _append_assigned(self, data: bytes | bytearray | memoryview, first: int) -> AppendInfo:
         self._maybe_roll(len(data))
         try:
             self.active_segment.append(data)

@@ -206,3 +206,15 @@ def test_log_append_time_replaces_producer_timestamps(segment_dir: str) -> None:
             assert batch.timestamp_type == "LogAppendTime"
         stamps = [r.timestamp for r in log.read(0).records]
         assert len(stamps) == 2 and all(before <= t <= after for t in stamps)
+
+
+def test_append_batch_patches_writable_buffers_in_place(segment_dir: str) -> None:
+    with Log.open(segment_dir) as log:
+        log.append([b"x"] * 3)
+        request = bytearray(build_batch([b"a", b"b"]))
+        log.append_batch(memoryview(request))
+        assert int.from_bytes(request[:8], "big") == 3  # offsets assigned in the caller's buffer
+        frozen = build_batch([b"c"])
+        log.append_batch(frozen)
+        assert int.from_bytes(frozen[:8], "big") == 0  # bytes are never mutated
+        assert [r.value for r in log.read(0).records] == [b"x", b"x", b"x", b"a", b"b", b"c"]
