@@ -103,6 +103,51 @@ static inline int field_read(const uint8_t **p, const uint8_t *end, const uint8_
     return LS_OK;
 }
 
+/* The common record shape, parsed with fewer checks: every varint of one or
+ * two bytes, no headers. Returns 0 when it does not apply or something looks
+ * wrong, and the full reader (ls_record_read) then decides. */
+#define LS_VARINT_SHORT(q, limit, out)                                        \
+    do {                                                                       \
+        if ((q) >= (limit)) return 0;                                          \
+        uint8_t b0_ = (q)[0];                                                  \
+        if ((b0_ & 0x80) == 0) {                                               \
+            (out) = zigzag_decode(b0_);                                        \
+            (q) += 1;                                                          \
+        } else {                                                               \
+            if ((q) + 1 >= (limit) || ((q)[1] & 0x80) != 0) return 0;          \
+            (out) = zigzag_decode((uint64_t)(b0_ & 0x7f) | (uint64_t)(q)[1] << 7); \
+            (q) += 2;                                                          \
+        }                                                                      \
+    } while (0)
+
+static inline int record_read_short(const uint8_t **p, const uint8_t *end, const uint8_t *base,
+                                    ls_record_view_t *r) {
+    const uint8_t *q = *p;
+    int64_t length, timestamp_delta, offset_delta, key_len, value_len, header_count;
+    LS_VARINT_SHORT(q, end, length);
+    if (length < 6 || length > end - q) return 0;
+    const uint8_t *record_end = q + length;
+    q++; /* attributes */
+    LS_VARINT_SHORT(q, record_end, timestamp_delta);
+    LS_VARINT_SHORT(q, record_end, offset_delta);
+    LS_VARINT_SHORT(q, record_end, key_len);
+    const uint8_t *key = q;
+    if (key_len < -1 || key_len > record_end - q) return 0;
+    if (key_len > 0) q += key_len;
+    LS_VARINT_SHORT(q, record_end, value_len);
+    const uint8_t *value = q;
+    if (value_len < -1 || value_len > record_end - q) return 0;
+    if (value_len > 0) q += value_len;
+    LS_VARINT_SHORT(q, record_end, header_count);
+    if (header_count != 0 || q != record_end || offset_delta < 0) return 0;
+    r->timestamp_delta = timestamp_delta, r->offset_delta = offset_delta;
+    r->key_pos = (int32_t)(key - base), r->key_len = (int32_t)key_len;
+    r->value_pos = (int32_t)(value - base), r->value_len = (int32_t)value_len;
+    r->header_count = 0;
+    *p = q;
+    return 1;
+}
+
 /* The fields are parsed through a local cursor and kept in locals until the
  * end: stores through `r` then cannot force reloads of the cursor. */
 int ls_record_read(const uint8_t **p, const uint8_t *end, const uint8_t *base,
@@ -192,8 +237,10 @@ static int decode_batch_records(const uint8_t *batch, const ls_batch_t *header, 
     int log_append = (header->attributes & LS_ATTR_TIMESTAMP_LOG_APPEND) != 0;
     for (int32_t i = 0; i < header->record_count; i++) {
         ls_record_view_t r;
-        int rc = ls_record_read(&p, end, section, &r, NULL, NULL, NULL, NULL, 0);
-        if (rc != LS_OK) return rc;
+        if (!record_read_short(&p, end, section, &r)) {
+            int rc = ls_record_read(&p, end, section, &r, NULL, NULL, NULL, NULL, 0);
+            if (rc != LS_OK) return rc;
+        }
         if (r.offset_delta > header->last_offset_delta) return LS_ERR_CORRUPT;
         offsets[at + i] = header->base_offset + r.offset_delta;
         timestamps[at + i] = log_append ? header->timestamp_max
