@@ -22,15 +22,21 @@ ARMED = bool(_name)
 _remaining = int(_count or 1)
 
 
-def crash_point(name: str) -> None:
-    """Die here if this point is armed and its count is reached."""
+def reached(name: str) -> bool:
+    """Count a pass through ``name``; True when the armed count is reached."""
     global _remaining
     if ARMED and name == _name:
         _remaining -= 1
-        if _remaining <= 0:
-            os.kill(os.getpid(), signal.SIGKILL)
+        return _remaining == 0
+    return False
 
 
-def is_armed(name: str) -> bool:
-    """Whether ``name`` is the armed point (for work a point needs before it fires)."""
-    return ARMED and name == _name and _remaining == 1
+def die() -> None:
+    """SIGKILL this process: no cleanup, no flush, as a crash."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def crash_point(name: str) -> None:
+    """Die here if this point is armed and its count is reached."""
+    if ARMED and reached(name):
+        die()

@@ -87,6 +87,14 @@ static int scan_check_batch(const uint8_t *buf, int64_t len, ls_scan_t *scan,
     int64_t offset_last = batch->base_offset + batch->last_offset_delta;
     if ((scan->flags & LS_SCAN_MONOTONIC) && batch->base_offset <= scan->offset_prev)
         return LS_ERR_OFFSET;
+    if ((scan->flags & LS_SCAN_DENSE) && scan->offset_prev >= 0 &&
+        batch->base_offset != scan->offset_prev + 1)
+        return LS_ERR_OFFSET;
+    if (scan->flags & LS_SCAN_EPOCH) {
+        /* The epoch is not CRC-covered: its range is all that guards it. */
+        int32_t epoch = (int32_t)ls_load_u32be(buf + LS_POS_LEADER_EPOCH);
+        if (epoch > scan->leader_epoch_max || epoch < scan->leader_epoch_prev) return LS_ERR_CORRUPT;
+    }
     if (scan->index_interval > 0) {
         /* Index entries hold u32 offsets relative to the segment base. */
         if (batch->base_offset < scan->segment_base_offset) return LS_ERR_OFFSET;
@@ -146,6 +154,8 @@ int ls_scan_batches(const uint8_t *buf, int64_t len, ls_scan_t *scan,
         if (scan->offset_first < 0) scan->offset_first = batch.base_offset;
         scan->offset_last = offset_last;
         scan->offset_prev = offset_last;
+        if (scan->flags & LS_SCAN_EPOCH)
+            scan->leader_epoch_prev = (int32_t)ls_load_u32be(buf + position + LS_POS_LEADER_EPOCH);
         scan->batch_count++;
         scan->record_count += batch.record_count;
         position += batch.size;

@@ -118,3 +118,33 @@ int ls_time_index_verify(const uint8_t *index, int64_t index_count,
     *slot_bad = -1;
     return LS_OK;
 }
+
+int ls_time_index_verify_log(const uint8_t *log, int64_t log_len, const uint8_t *index,
+                             int64_t index_count, int64_t segment_base_offset,
+                             int64_t *slot_bad) {
+    if (log_len < 0 || index_count < 0 || slot_bad == NULL) return LS_ERR_ARGUMENT;
+    if ((log == NULL && log_len > 0) || (index == NULL && index_count > 0)) return LS_ERR_ARGUMENT;
+    int64_t slot = 0, position = 0, running_max = -1;
+    int64_t iterations_max = log_len / LS_BATCH_HEADER_SIZE + 1;
+    *slot_bad = 0;
+    for (int64_t i = 0; i < iterations_max && position < log_len && slot < index_count; i++) {
+        ls_batch_t batch;
+        if (ls_batch_header(log + position, log_len - position, log_len, &batch) != LS_OK)
+            return LS_ERR_CORRUPT;
+        if (batch.timestamp_max > running_max) running_max = batch.timestamp_max;
+        int64_t last = batch.base_offset + batch.last_offset_delta;
+        /* Entries name batches in order; several entries never name one batch. */
+        const uint8_t *entry = index + slot * LS_TIME_INDEX_ENTRY_SIZE;
+        int64_t entry_offset = segment_base_offset + (int64_t)ls_load_u32be(entry + 8);
+        if (entry_offset < last) return LS_ERR_CORRUPT; /* names no batch's last offset */
+        if (entry_offset == last) {
+            int64_t timestamp = (int64_t)ls_load_u64be(entry);
+            if (timestamp != batch.timestamp_max || timestamp != running_max) return LS_ERR_CORRUPT;
+            *slot_bad = ++slot;
+        }
+        position += batch.size;
+    }
+    if (slot != index_count) return LS_ERR_CORRUPT;
+    *slot_bad = -1;
+    return LS_OK;
+}

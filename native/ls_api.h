@@ -32,9 +32,12 @@ enum {
 };
 
 enum {
-    LS_SCAN_CRC = 1,      /* verify each batch's CRC-32C */
-    LS_SCAN_RECORDS = 2,  /* walk the records of uncompressed batches */
-    LS_SCAN_MONOTONIC = 4 /* base offsets must exceed the previous last offset */
+    LS_SCAN_CRC = 1,       /* verify each batch's CRC-32C */
+    LS_SCAN_RECORDS = 2,   /* walk the records of uncompressed batches */
+    LS_SCAN_MONOTONIC = 4, /* base offsets must exceed the previous last offset */
+    LS_SCAN_DENSE = 8,     /* base offsets must be the previous last offset + 1
+                            * (a log that was never compacted) */
+    LS_SCAN_EPOCH = 16     /* leader epochs non-decreasing, at most leader_epoch_max */
 };
 
 typedef struct ls_scan {
@@ -48,6 +51,8 @@ typedef struct ls_scan {
     int64_t timestamp_max_offset;/* last offset of that batch; -1 */
     int64_t time_index_last;     /* timestamp of the last time index entry */
     int64_t batch_size_max;      /* largest batch accepted, in bytes */
+    int32_t leader_epoch_max;    /* LS_SCAN_EPOCH: the largest epoch known */
+    int32_t leader_epoch_prev;   /* LS_SCAN_EPOCH: carried; -1 to start */
     uint32_t flags;              /* LS_SCAN_* */
     /* Outputs. */
     int64_t bytes_valid;   /* bytes of whole valid batches from buf[0] */
@@ -166,6 +171,13 @@ int ls_offset_index_verify(const uint8_t *log, int64_t log_len, const uint8_t *i
  * non-decreasing and at most offset_relative_max. */
 int ls_time_index_verify(const uint8_t *index, int64_t index_count,
                          int64_t offset_relative_max, int64_t *slot_bad);
+
+/* Checks a time index against its log: each entry (timestamp, offset) must
+ * name the last offset of a batch whose max timestamp is the entry's and is
+ * the largest of the log up to that batch. */
+int ls_time_index_verify_log(const uint8_t *log, int64_t log_len, const uint8_t *index,
+                             int64_t index_count, int64_t segment_base_offset,
+                             int64_t *slot_bad);
 
 /* Decodes every record of whole uncompressed batches in buf into arrays of
  * capacity record_cap: absolute offsets and timestamps, key and value

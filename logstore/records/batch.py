@@ -321,9 +321,11 @@ def _joined_columns(view: memoryview, count: int) -> Columns:
     return cols
 
 
-def scan(buf: Any, flags: int = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS) -> Any:
+def scan(buf: Any, flags: int = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS, leader_epoch_max: int = -1) -> Any:
     """Run the native scanner over ``buf`` with no index; returns the ls_scan_t."""
     state = ffi.new("ls_scan_t *")
+    state.leader_epoch_max = leader_epoch_max
+    state.leader_epoch_prev = -1
     state.offset_prev = -1
     state.timestamp_max = -1
     state.timestamp_max_offset = -1

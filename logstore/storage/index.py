@@ -66,7 +66,9 @@ class _SparseIndex:
 
     def _open_map(self, size: int | None) -> None:
         """Map the file, resized to ``size`` bytes first when given."""
-        flags = os.O_RDWR | os.O_CREAT if self.writable else os.O_RDONLY
+        # Resizing (trim on seal, preallocation) needs write access even for a
+        # sealed index; mapping alone does not.
+        flags = os.O_RDWR | os.O_CREAT if self.writable or size is not None else os.O_RDONLY
         fd = os.open(self.path, flags, 0o644)
         try:
             length = os.fstat(fd).st_size
@@ -354,6 +356,16 @@ class TimeIndex(_SparseIndex):
         mm = self._check_open()
         offsets = np.asarray(mm["offset"][: self._entries], dtype=np.int64) + self.base_offset
         self.truncate_entries(int(np.searchsorted(offsets, offset, side="left")))
+
+    def verify_log(self, log: Any, log_len: int) -> None:
+        """Raise CorruptIndexError unless every entry names the batch that set its timestamp."""
+        self._check_open()
+        bad = ffi.new("int64_t *")
+        rc = lib.ls_time_index_verify_log(log, log_len, self._ptr, self._entries, self.base_offset, bad)
+        if rc != 0:
+            raise CorruptIndexError(
+                f"{self.path}: entry {bad[0]} does not match the log; the index will be rebuilt"
+            )
 
     def verify(self, offset_max: int) -> None:
         """Raise CorruptIndexError unless entries are ordered and within the segment."""

@@ -20,6 +20,7 @@ terminal).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Callable
@@ -61,7 +62,22 @@ class LogLoader:
         recovered = truncated = 0
         if not clean_shutdown:
             recovered, truncated = self._recover(segments, recovery_point, progress)
+        self._bound_damaged(segments)
         return LoadResult(segments, recovered, truncated)
+
+    @staticmethod
+    def _bound_damaged(segments: SortedDict) -> None:
+        """A damaged sealed segment ends where the next one begins (its offsets are refused).
+
+        Segments must also not overlap: a segment reaching past the next
+        one's base is damaged from its last batch on.
+        """
+        for segment, following in itertools.pairwise(list(segments.values())):
+            if segment.damaged_at is None and segment.next_offset > following.base_offset:
+                found = segment.translate_offset(following.base_offset)
+                segment.damaged_at = found[0] if found is not None else 0
+            if segment.damaged_at is not None:
+                segment.next_offset = following.base_offset
 
     def _segment_bases(self) -> list[int]:
         return sorted(
@@ -113,17 +129,20 @@ class LogLoader:
         unflushed = [s for s in segments.values() if s.next_offset > recovery_point or s.active]
         total = sum(s.size for s in unflushed)
         done = recovered = truncated = 0
-        for position, segment in enumerate(unflushed):
+        for segment in unflushed:
             cut = segment.recover(self.max_batch_size)
+            # What survived may never have reached the disk before the crash:
+            # make it durable before anything counts it as flushed.
+            segment.flush()
             recovered += segment.size + cut
             done += segment.size + cut
             if progress is not None:
                 progress(done, total)
             if cut:
                 truncated += cut
-                for later in unflushed[position + 1 :]:
+                for base in list(segments.irange(minimum=segment.base_offset, inclusive=(False, True))):
+                    later = segments.pop(base)
                     truncated += later.size
-                    del segments[later.base_offset]
                     later.delete()
                 break
         if segments and not segments.peekitem(-1)[1].active:

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import os
 import sys
-from bisect import bisect_right
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -185,6 +185,9 @@ class Log:
         self._flush_lock = threading.Lock()
         self._closed = False
         self._high_watermark: int | None = None
+        # The largest leader epoch a batch may carry (-1 until replication
+        # assigns epochs): epochs are not CRC-covered, so this range is their check.
+        self.leader_epoch_max = -1
         self._last_flush = time.monotonic()
         os.makedirs(path, exist_ok=True)
         if self._standalone:
@@ -203,6 +206,8 @@ class Log:
             "index_interval_bytes": self.config.index_interval_bytes,
             "max_index_size": self.config.segment_index_bytes,
             "active": active,
+            "dense": "compact" not in self.config.cleanup_policy,
+            "leader_epoch_max": self.leader_epoch_max,
         }
 
     def _read_own_state(self) -> tuple[int, int, bool]:
@@ -456,7 +461,7 @@ class Log:
                 continue
             read = self._below(read, limit)
             if read is not None:
-                self._verify(read)
+                self._verify(read, offset)
                 return ReadResult(read, offset)
         return ReadResult(None, offset)
 
@@ -471,8 +476,18 @@ class Log:
             return None
         return SegmentRead(read.segment, read.position, at, read.view[:at])
 
-    def _verify(self, read: SegmentRead) -> None:
-        state = scan(read.view, lib.LS_SCAN_CRC)
+    def _verify(self, read: SegmentRead, offset: int) -> None:
+        """CRC, offsets and epochs of the batches about to be served, in C.
+
+        In a log that was never compacted the batch holding ``offset`` must
+        start at or before it: a later start means its base offset (which
+        the CRC does not cover) was damaged.
+        """
+        flags = read.segment.scan_flags | lib.LS_SCAN_CRC
+        state = scan(read.view, flags, self.leader_epoch_max)
+        dense = flags & lib.LS_SCAN_DENSE
+        if dense and state.offset_first > offset:
+            state.stop = lib.LS_ERR_OFFSET
         if state.stop != 0:
             raise CorruptRecordError(
                 f"{read.path}: the batch at byte {read.position + state.bytes_valid} failed its check and is "

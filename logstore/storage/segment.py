@@ -95,6 +95,8 @@ class LogSegment:
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         active: bool = True,
         create: bool = False,
+        dense: bool = True,
+        leader_epoch_max: int = -1,
     ) -> None:
         if base_offset < 0:
             raise InvalidArgumentError(f"segment base offset must be >= 0, got {base_offset}")
@@ -103,6 +105,13 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.active = active
+        # Integrity rules every scan of this segment applies: offsets dense
+        # unless the log is compacted, leader epochs in range.
+        self.scan_flags = lib.LS_SCAN_MONOTONIC | lib.LS_SCAN_EPOCH | (lib.LS_SCAN_DENSE if dense else 0)
+        self.leader_epoch_max = leader_epoch_max
+        # Bytes of whole valid batches in a sealed segment that is damaged
+        # after them: nothing at or past it is served (None: undamaged).
+        self.damaged_at: int | None = None
         self.log_path = os.path.join(directory, segment_file_name(base_offset, ".log"))
         self._closed = False
         self._record_cache: dict[int, bytes] = {}
@@ -130,10 +139,8 @@ class LogSegment:
         )
         self.offset_index = self._open_index(OffsetIndex, ".index", fresh=create or index_missing)
         self.time_index = self._open_index(TimeIndex, ".timeindex", fresh=create or index_missing)
-        if index_missing:
-            self.recover()
-        elif not create:
-            self._load_or_recover()
+        if not create:
+            self._load(index_missing)
 
     # -- opening -----------------------------------------------------------
 
@@ -160,33 +167,61 @@ class LogSegment:
             os.unlink(path)
             return cls(path, self.base_offset, self.max_index_size, writable=True)
 
-    def _load_or_recover(self) -> None:
-        """Verify the indexes, read the tail's state; recover on any damage."""
+    def _load(self, index_missing: bool) -> None:
+        """Walk every batch header; verify the indexes against the log.
+
+        A damaged active segment is recovered (truncated at the damage: it is
+        the log's tail). A damaged sealed segment is left as it is on disk and
+        marked ``damaged_at``: truncating it would open a hole before the
+        segments after it, and nothing past the damage is served. Damaged or
+        missing indexes are rebuilt from the log's valid batches.
+        """
+        walk = self._walk_state(self.size)
+        if walk.stop != 0:
+            if self.active:
+                self.recover()
+                return
+            self.damaged_at = int(walk.bytes_valid)
+        valid = int(walk.bytes_valid)
         try:
-            self.offset_index.verify(self._pointer(), self.size)
-            self._load_tail()
+            if index_missing:
+                raise CorruptIndexError(f"{self.log_path}: an index file is missing")
+            self.offset_index.verify(self._pointer(), valid)
             self.time_index.verify(self.next_offset - 1)
-        except (CorruptIndexError, CorruptRecordError):
-            self.recover()
+            self.time_index.verify_log(self._pointer(), valid)
+        except CorruptIndexError:
+            self._rebuild_indexes(valid)
+        _, position = self.offset_index.last_entry()
+        self.bytes_since_index = valid - position if self.offset_index.entries else valid
         if not self.active:
             self.offset_index.seal()
             self.time_index.seal()
 
-    def _load_tail(self) -> None:
-        """Walk the batches after the last index entry to find the segment's end state."""
-        _, position = self.offset_index.last_entry()
-        state, _ = self._scan(position, flags=lib.LS_SCAN_MONOTONIC, index=False)
-        if state.stop != 0:
-            raise CorruptRecordError(f"{self.log_path}: invalid batch at byte {position + state.bytes_valid}")
-        if state.batch_count:
-            self.next_offset = state.offset_last + 1
-        elif self.offset_index.entries:
-            self.next_offset = self.offset_index.last_entry()[0] + 1
-        time_stamp, time_offset = self.time_index.last_entry()
-        self.max_timestamp, self.offset_of_max_timestamp = time_stamp, time_offset
-        if state.timestamp_max > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = state.timestamp_max, state.timestamp_max_offset
-        self.bytes_since_index = self.size - position if self.offset_index.entries else self.size
+    def _walk_state(self, end: int) -> Any:
+        """Header walk of [0, end): sets next offset and max timestamp; returns the scan."""
+        state, _ = self._scan(0, flags=self.scan_flags, index=False, end=end)
+        self.next_offset = int(state.offset_last) + 1 if state.batch_count else self.base_offset
+        self.max_timestamp = int(state.timestamp_max)
+        self.offset_of_max_timestamp = int(state.timestamp_max_offset)
+        return state
+
+    def _rebuild_indexes(self, end: int) -> None:
+        """Both indexes anew from the log's batches in [0, end), CRC-checked; no truncation."""
+        for index in (self.offset_index, self.time_index):
+            if not index.writable:
+                index.writable = True
+                index.resize(self.max_index_size)
+            index.reset()
+        self.bytes_since_index = 0
+        state, scratch = self._scan(0, flags=self.scan_flags | lib.LS_SCAN_CRC, index=True, end=end)
+        self._apply_index_entries(state, scratch)
+        if state.stop != 0 and not self.active:
+            self.damaged_at = int(state.bytes_valid)
+        self._walk_state(int(state.bytes_valid))
+
+    def valid_size(self) -> int:
+        """Bytes that may be served: all of them, unless the segment is damaged."""
+        return self.size if self.damaged_at is None else self.damaged_at
 
     # -- the map -----------------------------------------------------------
 
@@ -225,21 +260,28 @@ class LogSegment:
 
     # -- scanning and appending -------------------------------------------
 
-    def _scan(self, position: int, flags: int, index: bool, data: Any = None) -> tuple[Any, Any]:
+    def _scan(
+        self, position: int, flags: int, index: bool, data: Any = None, end: int | None = None
+    ) -> tuple[Any, Any]:
         """Run the native scan over ``data`` (default: the log from ``position``)."""
         state = ffi.new("ls_scan_t *")
         state.position_base = position if data is None else self.size
         state.segment_base_offset = self.base_offset
         state.index_interval = self.index_interval_bytes if index else 0
         state.bytes_since_index = self.bytes_since_index
-        state.offset_prev = self.next_offset - 1 if data is not None else -1
+        if data is not None:
+            state.offset_prev = self.next_offset - 1
+        else:  # a walk from the start: the first batch may not start below the base
+            state.offset_prev = self.base_offset - 1 if position == 0 else -1
         state.timestamp_max = self.max_timestamp if data is not None else -1
         state.timestamp_max_offset = self.offset_of_max_timestamp if data is not None else -1
         state.time_index_last = self.time_index.last_timestamp
         state.batch_size_max = self._batch_size_max
+        state.leader_epoch_max = self.leader_epoch_max
+        state.leader_epoch_prev = -1
         state.flags = flags
         if data is None:
-            buf, length = self._pointer() + position, self.size - position
+            buf, length = self._pointer() + position, (self.size if end is None else end) - position
         else:
             buf = ffi.from_buffer(data)
             length = len(buf)
@@ -295,9 +337,9 @@ class LogSegment:
             self._rolling_timestamp = (
                 int(first.max_timestamp) if first.max_timestamp >= 0 else self.created_ms
             )
-        if crashpoints.ARMED and crashpoints.is_armed("segment.mid_write"):
+        if crashpoints.ARMED and crashpoints.reached("segment.mid_write"):
             self._write(memoryview(data)[: length // 2], self.size)
-            crashpoints.crash_point("segment.mid_write")
+            crashpoints.die()
         self._write(data, self.size)
         crashpoints.crash_point("segment.after_log_write")
         self._apply_index_entries(state, scratch)
@@ -324,13 +366,14 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, int] | None:
         """(position, size) of the first batch whose last offset >= ``offset``, or None."""
         log = self._pointer()
+        valid = self.valid_size()
         out = ffi.new("int64_t[2]")
         if start_position:
-            rc = lib.ls_search_offset(log, self.size, start_position, offset, out, out + 1)
+            rc = lib.ls_search_offset(log, valid, start_position, offset, out, out + 1)
         else:
             rc = lib.ls_segment_locate(
                 log,
-                self.size,
+                valid,
                 self.offset_index.pointer,
                 self.offset_index.entries,
                 self.base_offset,
@@ -339,10 +382,19 @@ class LogSegment:
                 out + 1,
             )
         if rc == lib.LS_ERR_NOT_FOUND:
+            self._refuse_damaged(offset)
             return None
         if rc != 0:
             raise_for(rc, f"looking up offset {offset} in {self.log_path}")
         return int(out[0]), int(out[1])
+
+    def _refuse_damaged(self, offset: int) -> None:
+        """Raise if ``offset`` lies in the damaged part of this segment."""
+        if self.damaged_at is not None and offset < self.next_offset:
+            raise CorruptRecordError(
+                f"{self.log_path}: the batch holding offset {offset} is damaged (from byte {self.damaged_at}) "
+                "and is not served; restore the segment from a replica or delete the records before it"
+            )
 
     def read(self, offset: int, max_bytes: int, max_position: int | None = None) -> SegmentRead | None:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``.
@@ -355,7 +407,8 @@ class LogSegment:
         if found is None:
             return None
         position, _ = found
-        end = self.size if max_position is None else min(max_position, self.size)
+        valid = self.valid_size()
+        end = valid if max_position is None else min(max_position, valid)
         if position >= end:
             return None
         out = ffi.new("int64_t[2]")
@@ -375,12 +428,13 @@ class LogSegment:
             if self._map is None:
                 return None
         index = self.offset_index
+        log = self._map if self.damaged_at is None else memoryview(self._map)[: self.damaged_at]
         try:
-            found = record_at(
-                self._map, index.buffer, index.entries, self.base_offset, offset, self._record_cache
-            )
+            found = record_at(log, index.buffer, index.entries, self.base_offset, offset, self._record_cache)
         except ValueError as exc:
             raise CorruptRecordError(f"{self.log_path}: {exc}; it is not served") from exc
+        if found is None:
+            self._refuse_damaged(offset)
         if found is False:  # a compressed batch: decode it whole
             read = self.read(offset, 1)
             records = [] if read is None else RecordBatch(read.view).records
@@ -395,9 +449,10 @@ class LogSegment:
         _, indexed_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(indexed_offset, start))
         log = self._pointer()
+        valid = self.valid_size()
         out = ffi.new("int64_t[2]")
-        for _ in range(self.size // lib.LS_BATCH_HEADER_SIZE + 1):
-            rc = lib.ls_search_timestamp(log, self.size, position, timestamp, out, out + 1)
+        for _ in range(valid // lib.LS_BATCH_HEADER_SIZE + 1):
+            rc = lib.ls_search_timestamp(log, valid, position, timestamp, out, out + 1)
             if rc == lib.LS_ERR_NOT_FOUND:
                 return None
             if rc != 0:
@@ -413,8 +468,10 @@ class LogSegment:
 
     def verify_indexes(self) -> None:
         """Raise CorruptIndexError unless both indexes agree with the log."""
-        self.offset_index.verify(self._pointer(), self.size)
+        valid = self.valid_size()
+        self.offset_index.verify(self._pointer(), valid)
         self.time_index.verify(self.next_offset - 1)
+        self.time_index.verify_log(self._pointer(), valid)
 
     def recover(self, max_batch_size: int = SEGMENT_SIZE_MAX) -> int:
         """Rebuild the indexes from the log, truncating at the first invalid batch.
@@ -432,11 +489,10 @@ class LogSegment:
         self.next_offset = self.base_offset
         self._batch_size_max = max_batch_size
         state, scratch = self._scan(
-            0, flags=lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS | lib.LS_SCAN_MONOTONIC, index=True
+            0, flags=self.scan_flags | lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS, index=True
         )
-        if state.batch_count and state.offset_first < self.base_offset:
-            raise CorruptRecordError(f"{self.log_path} holds offset {state.offset_first} below its base")
         self._batch_size_max = SEGMENT_SIZE_MAX
+        self.damaged_at = None
         self._apply_index_entries(state, scratch)
         truncated = self.size - state.bytes_valid
         if truncated:
@@ -472,8 +528,9 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self._truncate_file(position)
-        self.next_offset = self.base_offset
-        self._load_tail()
+        self._walk_state(self.size)
+        _, indexed = self.offset_index.last_entry()
+        self.bytes_since_index = self.size - indexed if self.offset_index.entries else self.size
         return removed
 
     def seal(self) -> None:
