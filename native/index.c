@@ -148,3 +148,14 @@ int ls_time_index_verify_log(const uint8_t *log, int64_t log_len, const uint8_t 
     *slot_bad = -1;
     return LS_OK;
 }
+
+int64_t ls_segment_find(const uint8_t *log, int64_t log_len, const uint8_t *index,
+                        int64_t index_count, int64_t segment_base_offset, int64_t offset_target) {
+    int64_t position, size;
+    if (offset_target < segment_base_offset) offset_target = segment_base_offset;
+    int rc = ls_segment_locate(log, log_len, index, index_count, segment_base_offset, offset_target,
+                               &position, &size);
+    if (rc != LS_OK) return rc;
+    ls_assert(position >= 0 && position <= INT32_MAX && size > 0 && size <= INT32_MAX);
+    return position << 32 | size;
+}

@@ -188,3 +188,9 @@ int ls_decode_batches(const uint8_t *buf, int64_t len, int64_t record_cap, int64
                       int64_t *timestamps, int32_t *key_pos, int32_t *key_lens,
                       int32_t *value_pos, int32_t *value_lens, int32_t *header_counts,
                       int64_t *count_out);
+
+/* ls_segment_locate without out-parameters, for the hottest lookups: returns
+ * (position << 32) | size of the batch holding offset_target (or the first
+ * after it), or a negative LS_ERR_* code. Positions and sizes fit 31 bits. */
+int64_t ls_segment_find(const uint8_t *log, int64_t log_len, const uint8_t *index,
+                        int64_t index_count, int64_t segment_base_offset, int64_t offset_target);

@@ -364,29 +364,28 @@ class LogSegment:
     # -- reading -----------------------------------------------------------
 
     def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, int] | None:
-        """(position, size) of the first batch whose last offset >= ``offset``, or None."""
-        log = self._pointer()
-        valid = self.valid_size()
-        out = ffi.new("int64_t[2]")
+        """(position, size) of the first batch whose last offset >= ``offset``, or None.
+
+        Index lookup and position search in one C call (the hot path of every read).
+        """
+        if self._map_size < self.size or self._closed:
+            self._pointer()
+        valid = self.size if self.damaged_at is None else self.damaged_at
         if start_position:
-            rc = lib.ls_search_offset(log, valid, start_position, offset, out, out + 1)
+            out = ffi.new("int64_t[2]")
+            rc = lib.ls_search_offset(self._map_ptr, valid, start_position, offset, out, out + 1)
+            found = int(out[0]) << 32 | int(out[1]) if rc == 0 else rc
         else:
-            rc = lib.ls_segment_locate(
-                log,
-                valid,
-                self.offset_index.pointer,
-                self.offset_index.entries,
-                self.base_offset,
-                max(offset, self.base_offset),
-                out,
-                out + 1,
+            index = self.offset_index
+            found = lib.ls_segment_find(
+                self._map_ptr, valid, index.pointer, index.entries, self.base_offset, offset
             )
-        if rc == lib.LS_ERR_NOT_FOUND:
+        if found >= 0:
+            return found >> 32, found & 0xFFFFFFFF
+        if found == lib.LS_ERR_NOT_FOUND:
             self._refuse_damaged(offset)
             return None
-        if rc != 0:
-            raise_for(rc, f"looking up offset {offset} in {self.log_path}")
-        return int(out[0]), int(out[1])
+        raise_for(found, f"looking up offset {offset} in {self.log_path}")
 
     def _refuse_damaged(self, offset: int) -> None:
         """Raise if ``offset`` lies in the damaged part of this segment."""
