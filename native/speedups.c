@@ -294,50 +294,87 @@ static PyObject *decode_records(PyObject *self, PyObject *args) {
     return list;
 }
 
-/* Body size of a plain-value record: no key, no headers, same timestamp. */
-static inline int64_t plain_body_size(int32_t index, Py_ssize_t value_len) {
-    return 1 + 1 /* timestamp delta 0 */ + varint_size(index) + 1 /* null key */ +
-           varint_size(value_len) + value_len + 1 /* no headers */;
+/* The fast path's records: a bytes value, or a (key, value) pair of bytes
+ * or None; no headers, every record at the batch timestamp. */
+typedef struct plain_record {
+    const char *key, *value;
+    Py_ssize_t key_len, value_len; /* -1: null */
+} plain_record_t;
+
+/* Splits item into key and value; 0 if it is not a plain record. */
+static inline int plain_fields(PyObject *item, plain_record_t *r) {
+    PyObject *key = NULL, *value = item;
+    if (PyTuple_CheckExact(item)) {
+        if (PyTuple_GET_SIZE(item) != 2) return 0;
+        key = PyTuple_GET_ITEM(item, 0);
+        value = PyTuple_GET_ITEM(item, 1);
+        if (key != Py_None && !PyBytes_CheckExact(key)) return 0;
+    }
+    if (value != Py_None && !PyBytes_CheckExact(value)) return 0;
+    r->key = key && key != Py_None ? PyBytes_AS_STRING(key) : NULL;
+    r->key_len = key && key != Py_None ? PyBytes_GET_SIZE(key) : -1;
+    r->value = value != Py_None ? PyBytes_AS_STRING(value) : NULL;
+    r->value_len = value != Py_None ? PyBytes_GET_SIZE(value) : -1;
+    return r->key_len <= INT32_MAX / 4 && r->value_len <= INT32_MAX / 4;
 }
 
-/* First pass: the size of the records section, or -1 if an item is not bytes. */
+static inline int64_t plain_field_size(Py_ssize_t len) {
+    return len < 0 ? 1 : varint_size(len) + len;
+}
+
+/* Body size of a plain record (after its length varint). */
+static inline int64_t plain_body_size(int32_t index, const plain_record_t *r) {
+    return 1 + 1 /* timestamp delta 0 */ + varint_size(index) + plain_field_size(r->key_len) +
+           plain_field_size(r->value_len) + 1 /* no headers */;
+}
+
+/* First pass: the size of the records section, or -1 if an item is not plain. */
 static int64_t plain_section_size(PyObject *seq, Py_ssize_t count) {
     PyObject **items = PySequence_Fast_ITEMS(seq);
     int64_t size = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (!PyBytes_CheckExact(items[i])) return -1;
-        Py_ssize_t n = PyBytes_GET_SIZE(items[i]);
-        if (n > INT32_MAX / 2) return -1;
-        int64_t body = plain_body_size((int32_t)i, n);
+        plain_record_t r;
+        if (!plain_fields(items[i], &r)) return -1;
+        int64_t body = plain_body_size((int32_t)i, &r);
         size += varint_size(body) + body;
+        if (size > LS_BATCH_SIZE_LIMIT) return -1;
     }
     return size;
+}
+
+static inline uint8_t *plain_field_write(uint8_t *p, const char *data, Py_ssize_t len) {
+    p = varint_write(p, len);
+    if (len > 0) {
+        memcpy(p, data, (size_t)len);
+        p += len;
+    }
+    return p;
 }
 
 static void plain_section_write(PyObject *seq, Py_ssize_t count, uint8_t *out, int64_t size) {
     PyObject **items = PySequence_Fast_ITEMS(seq);
     uint8_t *p = out;
     for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t n = PyBytes_GET_SIZE(items[i]);
-        int64_t body = plain_body_size((int32_t)i, n);
+        plain_record_t r;
+        int plain = plain_fields(items[i], &r);
+        ls_assert(plain); /* the first pass checked every item, under the same GIL hold */
+        int64_t body = plain_body_size((int32_t)i, &r);
         ls_assert(p + varint_size(body) + body <= out + size);
         p = varint_write(p, body);
         *p++ = 0; /* attributes */
         *p++ = 0; /* timestamp delta 0 */
         p = varint_write(p, (int64_t)i);
-        *p++ = 1; /* key length -1 (zigzag) */
-        p = varint_write(p, n);
-        memcpy(p, PyBytes_AS_STRING(items[i]), (size_t)n);
-        p += n;
+        p = plain_field_write(p, r.key, r.key_len);
+        p = plain_field_write(p, r.value, r.value_len);
         *p++ = 0; /* header count */
     }
     ls_assert(p == out + size);
 }
 
-/* encode_plain(values: list|tuple of bytes, base_offset, timestamp,
+/* encode_plain(records: list|tuple of bytes or (key, value) pairs, base_offset, timestamp,
  *              producer_id, producer_epoch, base_sequence,
  *              partition_leader_epoch, attributes) -> bytes | None
- * A whole uncompressed batch, or None when some value is not bytes. */
+ * A whole uncompressed batch, or None when some record is not plain. */
 static PyObject *encode_plain(PyObject *self, PyObject *args) {
     PyObject *values;
     long long base_offset, timestamp, producer_id;

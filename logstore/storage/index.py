@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -41,6 +42,7 @@ class _SparseIndex:
     """A preallocated, memory-mapped file of fixed-size big-endian entries."""
 
     DTYPE: ClassVar[np.dtype[Any]]
+    ENTRY: ClassVar[struct.Struct]  # one entry, for O(1) reads without numpy scalars
     KEY: ClassVar[str]
     SUFFIX: ClassVar[str]
 
@@ -138,7 +140,8 @@ class _SparseIndex:
         mm = self._check_open()
         if not 0 <= slot < self._entries:
             raise IndexError(f"slot {slot} outside 0..{self._entries - 1}")
-        return tuple(int(v) for v in mm[slot])  # type: ignore[return-value]
+        first, second = self.ENTRY.unpack_from(mm.data, slot * self.ENTRY.size)
+        return first, second
 
     def _append_rows(self, first: np.ndarray, second: np.ndarray) -> None:
         mm = self._check_open()
@@ -229,6 +232,7 @@ class OffsetIndex(_SparseIndex):
     """
 
     DTYPE = np.dtype([("offset", ">u4"), ("position", ">u4")])
+    ENTRY = struct.Struct(">II")
     KEY = "offset"
     SUFFIX = ".index"
 
@@ -312,6 +316,7 @@ class TimeIndex(_SparseIndex):
     """
 
     DTYPE = np.dtype([("timestamp", ">i8"), ("offset", ">u4")])
+    ENTRY = struct.Struct(">qI")
     KEY = "timestamp"
     SUFFIX = ".timeindex"
 
@@ -328,7 +333,7 @@ class TimeIndex(_SparseIndex):
         """The last entry's timestamp, or -1. O(1)."""
         if not self._entries:
             return -1
-        return int(self._check_open()["timestamp"][self._entries - 1])
+        return self.entry(self._entries - 1)[0]
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add an entry if ``timestamp`` exceeds the last one (Kafka's maybeAppend)."""
