@@ -487,20 +487,72 @@ static PyObject *record_in_batch(const uint8_t *batch, const ls_batch_t *header,
     Py_RETURN_NONE;
 }
 
-static PyObject *record_at(PyObject *self, PyObject *args) {
+/* FASTCALL argument helpers: the hot lookups skip PyArg_ParseTuple's tuple. */
+static int arg_buffer(PyObject *arg, Py_buffer *view, const char *name) {
+    if (PyObject_GetBuffer(arg, view, PyBUF_SIMPLE) < 0) {
+        PyErr_Format(PyExc_TypeError, "%s must be a bytes-like object", name);
+        return -1;
+    }
+    return 0;
+}
+
+static int arg_int64(PyObject *arg, long long *out) {
+    *out = PyLong_AsLongLong(arg);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Parses (log, index, index_count, base_offset, offset); the caller releases. */
+static int lookup_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, Py_buffer *log,
+                       Py_buffer *index, long long ints[3]) {
+    if (nargs != expected) {
+        PyErr_Format(PyExc_TypeError, "expected %zd arguments, got %zd", expected, nargs);
+        return -1;
+    }
+    if (arg_int64(args[2], &ints[0]) < 0 || arg_int64(args[3], &ints[1]) < 0 ||
+        arg_int64(args[4], &ints[2]) < 0)
+        return -1;
+    if (arg_buffer(args[0], log, "log") < 0) return -1;
+    if (arg_buffer(args[1], index, "index") < 0) {
+        PyBuffer_Release(log);
+        return -1;
+    }
+    if (ints[0] < 0 || ints[0] * LS_OFFSET_INDEX_ENTRY_SIZE > index->len) {
+        PyBuffer_Release(log);
+        PyBuffer_Release(index);
+        PyErr_SetString(PyExc_ValueError, "index_count exceeds the index buffer");
+        return -1;
+    }
+    return 0;
+}
+
+/* locate(log, index, index_count, base_offset, offset) -> int
+ * (position << 32) | size of the batch holding offset (or the first after
+ * it), or a negative LS_ERR_* code. */
+static PyObject *locate(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer log, index;
-    long long index_count, base_offset, offset;
-    PyObject *cache;
-    if (!PyArg_ParseTuple(args, "y*y*LLLO!", &log, &index, &index_count, &base_offset, &offset,
-                          &PyDict_Type, &cache))
+    long long ints[3];
+    if (lookup_args(args, nargs, 5, &log, &index, ints) < 0) return NULL;
+    int64_t found = ls_segment_find(log.buf, log.len, index.buf, ints[0], ints[1], ints[2]);
+    PyBuffer_Release(&log);
+    PyBuffer_Release(&index);
+    return PyLong_FromLongLong(found);
+}
+
+/* record_at(log, index, index_count, base_offset, offset, cache) */
+static PyObject *record_at(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_buffer log, index;
+    long long ints[3];
+    if (nargs != 6 || !PyDict_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "record_at(log, index, index_count, base_offset, offset, cache: dict)");
         return NULL;
-    PyObject *result = NULL;
+    }
+    if (lookup_args(args, nargs - 1, 5, &log, &index, ints) < 0) return NULL;
+    long long index_count = ints[0], base_offset = ints[1], offset = ints[2];
+    PyObject *cache = args[5], *result = NULL;
     int64_t position, size;
     ls_batch_t header;
-    if (index_count < 0 || index_count * LS_OFFSET_INDEX_ENTRY_SIZE > index.len) {
-        PyErr_SetString(PyExc_ValueError, "index_count exceeds the index buffer");
-    } else if (ls_segment_locate(log.buf, log.len, index.buf, index_count, base_offset, offset,
-                                 &position, &size) != LS_OK) {
+    if (ls_segment_locate(log.buf, log.len, index.buf, index_count, base_offset, offset, &position,
+                          &size) != LS_OK) {
         result = Py_NewRef(Py_None);
     } else if (ls_batch_header((const uint8_t *)log.buf + position, log.len - position, log.len,
                                &header) != LS_OK) {
@@ -519,8 +571,10 @@ static PyObject *record_at(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef speedups_methods[] = {
-    {"record_at", record_at, METH_VARARGS,
+    {"record_at", (PyCFunction)(void (*)(void))record_at, METH_FASTCALL,
      "record_at(log, index, index_count, base_offset, offset, cache) -> Record | None | False"},
+    {"locate", (PyCFunction)(void (*)(void))locate, METH_FASTCALL,
+     "locate(log, index, index_count, base_offset, offset) -> (position << 32) | size, or < 0"},
     {"decode_records", decode_records, METH_VARARGS,
      "decode_records(section, count, offset_delta_max, base_offset, base_timestamp, log_append, "
      "log_append_time) -> list[Record]"},

@@ -97,6 +97,8 @@ class _SparseIndex:
             # A plain ndarray view: element access without memmap's per-slice overhead.
             self._map = self._memmap.view(np.ndarray)
         self._ptr = ffi.from_buffer(self._map) if count else ffi.NULL
+        # The mapped file as a plain buffer, for one-call lookups in C.
+        self._buffer: Any = self._memmap._mmap if self._memmap is not None else b""  # type: ignore[attr-defined]
 
     def _live_entries(self) -> int:
         """Entries before the first all-zero one (the preallocated tail)."""
@@ -294,7 +296,7 @@ class OffsetIndex(_SparseIndex):
     def buffer(self) -> Any:
         """The mapped file as a buffer (for one-call lookups in C); raises when closed."""
         self._check_open()
-        return b"" if self._memmap is None else self._memmap._mmap  # type: ignore[attr-defined]
+        return self._buffer
 
     @property
     def pointer(self) -> Any:

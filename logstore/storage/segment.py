@@ -38,7 +38,7 @@ import numpy as np
 
 from logstore import _crashpoints as crashpoints
 from logstore._native import ffi, lib, raise_for
-from logstore._speedups import record_at
+from logstore._speedups import locate, record_at
 from logstore.errors import (
     ClosedError,
     CorruptIndexError,
@@ -371,15 +371,18 @@ class LogSegment:
         if self._map_size < self.size or self._closed:
             self._pointer()
         valid = self.size if self.damaged_at is None else self.damaged_at
-        if start_position:
+        if self._map is None or valid == 0:
+            found = lib.LS_ERR_NOT_FOUND
+        elif start_position:
             out = ffi.new("int64_t[2]")
             rc = lib.ls_search_offset(self._map_ptr, valid, start_position, offset, out, out + 1)
             found = int(out[0]) << 32 | int(out[1]) if rc == 0 else rc
         else:
+            # The index's fields directly: this is every read's hot path, and
+            # the segment (checked open above) owns the index.
             index = self.offset_index
-            found = lib.ls_segment_find(
-                self._map_ptr, valid, index.pointer, index.entries, self.base_offset, offset
-            )
+            log = self._map if valid == self._map_size else memoryview(self._map)[:valid]
+            found = locate(log, index._buffer, index._entries, self.base_offset, offset)
         if found >= 0:
             return found >> 32, found & 0xFFFFFFFF
         if found == lib.LS_ERR_NOT_FOUND:
