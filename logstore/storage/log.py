@@ -40,6 +40,7 @@ from sortedcontainers import SortedDict
 
 from logstore import _crashpoints as crashpoints
 from logstore._native import ffi, lib, raise_for
+from logstore._speedups import record_at
 from logstore.errors import (
     ClosedError,
     CorruptRecordError,
@@ -517,6 +518,17 @@ class Log:
             )
         if offset < segment.base_offset:
             segment = self._segment_list[bisect_right(self._bases, offset) - 1]
+        if segment._map is not None and segment._map_size >= segment.size and segment.damaged_at is None:
+            # The common case in one C call, without LogSegment.record_at's frame;
+            # anything unusual (compressed, absent, damaged, closed) takes that path.
+            index = segment.offset_index
+            try:
+                found = record_at(segment._map, index._buffer, index._entries, segment.base_offset, offset,
+                                  segment._record_cache)  # fmt: skip
+            except ValueError:
+                found = None
+            if found:
+                return found  # type: ignore[return-value]
         if segment.closed:
             self._check_open()
         return segment.record_at(offset)

@@ -432,7 +432,9 @@ class LogSegment:
         index = self.offset_index
         log = self._map if self.damaged_at is None else memoryview(self._map)[: self.damaged_at]
         try:
-            found = record_at(log, index.buffer, index.entries, self.base_offset, offset, self._record_cache)
+            found = record_at(
+                log, index._buffer, index._entries, self.base_offset, offset, self._record_cache
+            )
         except ValueError as exc:
             raise CorruptRecordError(f"{self.log_path}: {exc}; it is not served") from exc
         if found is None:
