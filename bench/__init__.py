@@ -1,0 +1,1 @@
+"""logstore's benchmarks: pytest-benchmark microbenchmarks and scripts (see docs/benchmarks.md)."""
