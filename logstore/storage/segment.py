@@ -205,16 +205,21 @@ class LogSegment:
         self.offset_of_max_timestamp = int(state.timestamp_max_offset)
         return state
 
-    def _rebuild_indexes(self, end: int) -> None:
-        """Both indexes anew from the log's batches in [0, end), CRC-checked; no truncation."""
+    def _reindex(self, end: int, flags: int) -> Any:
+        """Empty both indexes, then index the valid batches of [0, end); returns the scan."""
         for index in (self.offset_index, self.time_index):
             if not index.writable:
                 index.writable = True
                 index.resize(self.max_index_size)
             index.reset()
         self.bytes_since_index = 0
-        state, scratch = self._scan(0, flags=self.scan_flags | lib.LS_SCAN_CRC, index=True, end=end)
+        state, scratch = self._scan(0, flags=flags, index=True, end=end)
         self._apply_index_entries(state, scratch)
+        return state
+
+    def _rebuild_indexes(self, end: int) -> None:
+        """Both indexes anew from the log's batches in [0, end), CRC-checked; no truncation."""
+        state = self._reindex(end, self.scan_flags | lib.LS_SCAN_CRC)
         if state.stop != 0 and not self.active:
             self.damaged_at = int(state.bytes_valid)
         self._walk_state(int(state.bytes_valid))
@@ -483,29 +488,19 @@ class LogSegment:
         Returns the number of bytes truncated. O(segment bytes), in C.
         """
         self._check_open()
-        for index in (self.offset_index, self.time_index):
-            if not index.writable:
-                index.writable = True
-                index.resize(self.max_index_size)
-            index.reset()
-        self.bytes_since_index = 0
-        self.max_timestamp = self.offset_of_max_timestamp = -1
-        self.next_offset = self.base_offset
         self._batch_size_max = max_batch_size
-        state, scratch = self._scan(
-            0, flags=self.scan_flags | lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS, index=True
-        )
-        self._batch_size_max = SEGMENT_SIZE_MAX
+        try:
+            state = self._reindex(self.size, self.scan_flags | lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS)
+        finally:
+            self._batch_size_max = SEGMENT_SIZE_MAX
         self.damaged_at = None
-        self._apply_index_entries(state, scratch)
         truncated = self.size - state.bytes_valid
         if truncated:
             self._truncate_file(state.bytes_valid)
         self.bytes_since_index = state.bytes_since_index
         self.max_timestamp = state.timestamp_max
         self.offset_of_max_timestamp = state.timestamp_max_offset
-        if state.batch_count:
-            self.next_offset = state.offset_last + 1
+        self.next_offset = state.offset_last + 1 if state.batch_count else self.base_offset
         if not self.active:
             self.offset_index.seal()
             self.time_index.seal()
