@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import re
 import shutil
@@ -41,6 +42,8 @@ from logstore.errors import InvalidArgumentError, LogstoreError
 from logstore.storage.checkpoints import fsync_directory, read_offsets, write_atomically, write_offsets
 from logstore.storage.config import LogConfig
 from logstore.storage.log import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, Log
+
+_log = logging.getLogger("logstore.store")
 
 REPLICATION_FILE = "replication-offset-checkpoint"
 TOPIC_CONFIGS = "topic-configs"
@@ -322,6 +325,10 @@ class Store:
                     last_checkpoint = now
             except LogstoreError:
                 continue  # a log closed under us (topic deleted): the next tick sees the new set
+            except OSError:
+                # Disk full, I/O error: say so and keep the scheduler alive; the
+                # next tick retries, and appends report the error to their callers.
+                _log.exception("background flush, retention or checkpoint failed in %s", self.data_dir)
 
     # -- closing -----------------------------------------------------------
 
