@@ -134,10 +134,6 @@ class _SparseIndex:
     def closed(self) -> bool:
         return self._closed
 
-    def keys(self) -> np.ndarray:
-        """The live entries' keys (offsets or timestamps) as native ints; a copy."""
-        return np.asarray(self._check_open()[self.KEY][: self._entries], dtype=np.int64)
-
     def entry(self, slot: int) -> tuple[int, int]:
         mm = self._check_open()
         if not 0 <= slot < self._entries:
