@@ -101,14 +101,20 @@ class _SparseIndex:
         self._buffer: Any = self._memmap._mmap if self._memmap is not None else b""  # type: ignore[attr-defined]
 
     def _live_entries(self) -> int:
-        """Entries before the first all-zero one (the preallocated tail)."""
+        """The live entries of a file that existed.
+
+        A sealed index was trimmed to its entries: its length says how many
+        (an untrimmed one, left by a power loss, fails verification against
+        the log and is rebuilt). A preallocated (writable) one ends at the
+        first all-zero entry: an offset index never has position 0 (the
+        first batch gets no entry), and a time index entry (0, +0) missed
+        here only costs a lookup a longer scan.
+        """
         assert self._map is not None
-        if len(self._map) == 0:
-            return 0
+        if not self.writable or len(self._map) == 0:
+            return len(self._map)
         raw = self._map.view(np.uint8).reshape(len(self._map), self.DTYPE.itemsize)
         empty = np.flatnonzero(~raw.any(axis=1))
-        # An offset index never has position 0 (the first batch gets no
-        # entry), so an all-zero entry marks the end of the live ones.
         return int(empty[0]) if len(empty) else len(self._map)
 
     def _check_open(self) -> np.ndarray:
