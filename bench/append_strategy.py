@@ -14,7 +14,8 @@ timed apart and reported as "setup ms". Every run writes a fresh file in a
 temporary directory (under ``/tmp`` unless ``--tmp-root`` says otherwise),
 checks it with the native scanner (CRC of every batch), and deletes it.
 Strategies are interleaved within each run, in a rotating order, so a drift of
-the machine spreads over all of them. The table gives medians over the runs.
+the machine spreads over all of them; a warm-up run of every case comes first
+and is left out. The table gives medians over the runs.
 
 Example::
 
@@ -102,6 +103,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="runs of every case; the table gives medians (default: %(default)s, at least 3)",
     )
     parser.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        metavar="N",
+        help="untimed runs of every case first, left out of the table (default: %(default)s)",
+    )
+    parser.add_argument(
         "--fsync-every",
         type=int,
         nargs="+",
@@ -133,6 +141,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.runs < 3:
         parser.error("--runs must be at least 3 (the table gives medians)")
+    if args.warmup < 0:
+        parser.error("--warmup must not be negative")
     if args.batches < 1 or args.records < 1 or args.value_size < 0:
         parser.error("--batches and --records must be positive, --value-size not negative")
     if any(n < 1 for n in args.fsync_every):
@@ -363,17 +373,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"data:    {args.batches} batches x {args.records} records x {args.value_size} B values = "
         f"{total / 2**20:.1f} MiB per run (built in {time.perf_counter() - build_start:.1f} s)"
     )
-    print(f"mmap:    preallocated with {args.prealloc}; runs: {args.runs}; sync cases: {args.fsync_every}")
+    print(
+        f"mmap:    preallocated with {args.prealloc}; runs: {args.runs} (after {args.warmup} warm-up); "
+        f"sync cases: {args.fsync_every}"
+    )
     syncs = [0, *sorted(set(args.fsync_every))]
     cases = [Case(strategy, n) for n in syncs for strategy in ("pwrite", "mmap")]
     results: list[RunResult] = []
-    for run in range(args.runs):
+    # The first use of a strategy pays one-off costs (first-touch page faults of the
+    # process and the page cache); warm-up runs take them and are left out.
+    for run in range(args.warmup + args.runs):
         shift = run % len(cases)
+        label = (
+            f"warm-up {run + 1}/{args.warmup}"
+            if run < args.warmup
+            else f"run {run - args.warmup + 1}/{args.runs}"
+        )
         for case in cases[shift:] + cases[:shift]:
             result = run_case(case, batches, args.records, args)
-            results.append(result)
+            if run >= args.warmup:
+                results.append(result)
             print(
-                f"  run {run + 1}/{args.runs} {case.label:<24} {result.bytes / result.seconds / 1e6:8.0f} MB/s"
+                f"  {label} {case.label:<28} {result.bytes / result.seconds / 1e6:8.0f} MB/s"
                 f"{'  (timed out)' if result.timed_out else ''}",
                 file=sys.stderr,
             )
