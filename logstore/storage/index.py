@@ -60,9 +60,9 @@ class _SparseIndex:
         self._ptr: Any = ffi.NULL
         self._entries = 0
         self._closed = False
-        existed = os.path.exists(path) and os.path.getsize(path) > 0
+        length = os.path.getsize(path) if os.path.exists(path) else 0
         self._open_map(self.max_index_size if writable else None)
-        self._entries = self._live_entries() if existed else 0
+        self._entries = self._live_entries(length) if length else 0
 
     # -- mapping -----------------------------------------------------------
 
@@ -100,19 +100,20 @@ class _SparseIndex:
         # The mapped file as a plain buffer, for one-call lookups in C.
         self._buffer: Any = self._memmap._mmap if self._memmap is not None else b""  # type: ignore[attr-defined]
 
-    def _live_entries(self) -> int:
-        """The live entries of a file that existed.
+    def _live_entries(self, length: int) -> int:
+        """The live entries of a file that existed with ``length`` bytes.
 
-        A sealed index was trimmed to its entries: its length says how many
-        (an untrimmed one, left by a power loss, fails verification against
-        the log and is rebuilt). A preallocated (writable) one ends at the
-        first all-zero entry: an offset index never has position 0 (the
-        first batch gets no entry), and a time index entry (0, +0) missed
-        here only costs a lookup a longer scan.
+        A file shorter than the preallocation was trimmed (on seal or clean
+        close): its length says how many (an untrimmed sealed one, left by a
+        power loss, fails verification against the log and is rebuilt). A
+        full preallocated file (after a crash) ends at the first all-zero
+        entry: an offset index never has position 0 (the first batch gets no
+        entry), and a time index entry (0, +0) missed there only costs a
+        lookup a longer scan.
         """
         assert self._map is not None
-        if not self.writable or len(self._map) == 0:
-            return len(self._map)
+        if not self.writable or length < self.max_index_size or len(self._map) == 0:
+            return min(length // self.DTYPE.itemsize, len(self._map))
         raw = self._map.view(np.uint8).reshape(len(self._map), self.DTYPE.itemsize)
         empty = np.flatnonzero(~raw.any(axis=1))
         return int(empty[0]) if len(empty) else len(self._map)

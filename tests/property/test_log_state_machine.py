@@ -82,7 +82,8 @@ values = st.none() | small | big
 headers = st.lists(st.tuples(st.text(max_size=4), st.none() | st.binary(max_size=8)), max_size=2).map(tuple)
 # Small timestamps make ties (and the timestamp 0) common; wide ones spread retention out.
 timestamps = (
-    st.integers(min_value=0, max_value=3)
+    st.just(0)
+    | st.integers(min_value=0, max_value=3)
     | st.integers(min_value=0, max_value=30)
     | st.integers(min_value=0, max_value=MAX_TS)
 )
@@ -279,11 +280,16 @@ class LogStateMachine(RuleBasedStateMachine):
             self.batches.append(ModelBatch(self.end, records, size, self.segments[-1]))
             self.end += len(items)
 
-    @rule(many=st.lists(st.tuples(batches, timestamps), min_size=2, max_size=10))
-    def append_many(self, many: list[tuple[list[Item], int]]) -> None:
-        """Several appends in one step, so that logs grow past a few segments."""
-        for items, timestamp in many:
-            self.append(items, timestamp)
+    @rule(
+        count=st.integers(min_value=2, max_value=12),
+        records=st.integers(min_value=1, max_value=4),
+        size=st.integers(min_value=0, max_value=200),
+        stamps=st.lists(timestamps, min_size=1, max_size=4),
+    )
+    def append_many(self, count: int, records: int, size: int, stamps: list[int]) -> None:
+        """Several plain batches in one step, from a few draws: logs grow past a few segments."""
+        for i in range(count):
+            self.append([_plain(_filler(size + i))] * records, stamps[i % len(stamps)])
 
     @precondition(lambda self: self.end > self.start)  # reads of an empty log: see contents()
     @rule(
