@@ -280,3 +280,40 @@ int ls_span_batches(const uint8_t *buf, int64_t len, int64_t position, int64_t b
     *count_out = count;
     return LS_OK;
 }
+
+/* Producer fields of batches at fixed header positions (v2 format). */
+#define LS_PRODUCER_ID_AT 43
+#define LS_PRODUCER_EPOCH_AT 51
+#define LS_BASE_SEQUENCE_AT 53
+
+int ls_producer_batches(const uint8_t *buf, int64_t len, int64_t cap, int64_t *producer_ids,
+                        int16_t *epochs, int32_t *sequences_base, int32_t *sequence_deltas,
+                        int64_t *offsets_base, int64_t *count_out) {
+    if (buf == NULL || len < 0 || cap < 0 || producer_ids == NULL || epochs == NULL ||
+        sequences_base == NULL || sequence_deltas == NULL || offsets_base == NULL ||
+        count_out == NULL)
+        return LS_ERR_ARGUMENT;
+    int64_t at = 0, count = 0;
+    /* Each batch is at least a header long, so this bounds the walk. */
+    int64_t iterations_max = len / LS_BATCH_HEADER_SIZE + 1;
+    for (int64_t i = 0; i < iterations_max && at < len; i++) {
+        ls_batch_t batch;
+        int rc = ls_batch_header(buf + at, len - at, len - at, &batch);
+        if (rc != LS_OK) return rc;
+        int64_t producer_id = (int64_t)ls_load_u64be(buf + at + LS_PRODUCER_ID_AT);
+        if (producer_id >= 0) {
+            /* Callers size cap from the scan's batch count; overflow is their bug. */
+            if (count >= cap) return LS_ERR_CAPACITY;
+            producer_ids[count] = producer_id;
+            epochs[count] = (int16_t)ls_load_u16be(buf + at + LS_PRODUCER_EPOCH_AT);
+            sequences_base[count] = (int32_t)ls_load_u32be(buf + at + LS_BASE_SEQUENCE_AT);
+            sequence_deltas[count] = batch.last_offset_delta;
+            offsets_base[count] = batch.base_offset;
+            count++;
+        }
+        at += batch.size;
+        ls_assert(at <= len);
+    }
+    *count_out = count;
+    return LS_OK;
+}

@@ -189,6 +189,14 @@ int ls_decode_batches(const uint8_t *buf, int64_t len, int64_t record_cap, int64
                       int32_t *value_pos, int32_t *value_lens, int32_t *header_counts,
                       int64_t *count_out);
 
+/* The idempotent-producer fields of every batch in buf[0..len) whose
+ * producer id is >= 0, in log order, into arrays of capacity cap: producer
+ * id, epoch, base sequence, last offset delta and base offset. Stops with the
+ * header's error at a bad batch; *count_out gets the batches written. */
+int ls_producer_batches(const uint8_t *buf, int64_t len, int64_t cap, int64_t *producer_ids,
+                        int16_t *epochs, int32_t *sequences_base, int32_t *sequence_deltas,
+                        int64_t *offsets_base, int64_t *count_out);
+
 /* ls_segment_locate without out-parameters, for the hottest lookups: returns
  * (position << 32) | size of the batch holding offset_target (or the first
  * after it), or a negative LS_ERR_* code. Positions and sizes fit 31 bits. */

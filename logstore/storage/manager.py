@@ -82,6 +82,10 @@ def _write_properties(path: str, values: Mapping[str, object]) -> None:
     write_atomically(path, text.encode())
 
 
+def topic_name(properties_file: str) -> str:
+    return properties_file[: -len(".properties")]
+
+
 class Store:
     """All topics and partitions under one data directory.
 
@@ -111,6 +115,7 @@ class Store:
         self._lock_fd = self._acquire_directory_lock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._topic_configs: dict[str, LogConfig] = {}
+        self._topic_ids: dict[str, uuid.UUID] = {}
         try:
             self._write_meta()
             self._remove_deleted_topics()
@@ -166,8 +171,10 @@ class Store:
         for name in sorted(os.listdir(os.path.join(self.data_dir, TOPIC_CONFIGS))):
             if name.endswith(".properties"):
                 props = _read_properties(os.path.join(self.data_dir, TOPIC_CONFIGS, name))
-                topic = name[: -len(".properties")]
+                topic = topic_name(name)
                 partitions = int(props.pop("partitions", "1"))
+                topic_id = props.pop("topic.id", None)
+                self._topic_ids[topic] = uuid.UUID(topic_id) if topic_id else uuid.uuid4()
                 self._topic_configs[topic] = LogConfig.from_dict(props, defaults=self.defaults)
                 for partition in range(partitions):
                     key = (topic, partition)
@@ -202,6 +209,7 @@ class Store:
             if name in self._topic_configs:
                 raise TopicExistsError(f"topic {name!r} already exists")
             self._topic_configs[name] = topic_config
+            self._topic_ids[name] = uuid.uuid4()
             for partition in range(partitions):
                 self._logs[(name, partition)] = Log(
                     self._log_path(name, partition), topic_config, recovery_point=0, clean_shutdown=True
@@ -210,7 +218,11 @@ class Store:
             fsync_directory(self.data_dir)
 
     def _persist_topic(self, name: str, partitions: int) -> None:
-        values = {"partitions": partitions, **self._topic_configs[name].to_properties()}
+        values = {
+            "partitions": partitions,
+            "topic.id": str(self._topic_ids[name]),
+            **self._topic_configs[name].to_properties(),
+        }
         _write_properties(os.path.join(self.data_dir, TOPIC_CONFIGS, f"{name}.properties"), values)
 
     def add_partitions(self, name: str, total: int) -> None:
@@ -257,6 +269,7 @@ class Store:
                 raise UnknownTopicError(f"unknown topic {name!r}")
             os.unlink(os.path.join(self.data_dir, TOPIC_CONFIGS, f"{name}.properties"))
             del self._topic_configs[name]
+            del self._topic_ids[name]
             for key in [k for k in self._logs if k[0] == name]:
                 log = self._logs.pop(key)
                 log.close()
@@ -264,6 +277,23 @@ class Store:
                 os.replace(log.path, doomed)
                 shutil.rmtree(doomed, ignore_errors=True)
             fsync_directory(self.data_dir)
+
+    def has_topic(self, name: str) -> bool:
+        return name in self._topic_configs
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with this ID, or None."""
+        for name, value in self._topic_ids.items():
+            if value == topic_id:
+                return name
+        return None
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        """The topic's UUID (Kafka's topic ID), fixed at creation and persisted."""
+        try:
+            return self._topic_ids[name]
+        except KeyError:
+            raise UnknownTopicError(f"unknown topic {name!r}") from None
 
     def topics(self) -> list[str]:
         """The topic names, sorted."""

@@ -403,6 +403,12 @@ class LogSegment:
                 "and is not served; restore the segment from a replica or delete the records before it"
             )
 
+    def fileno(self) -> int:
+        """The log file's descriptor (for ``sendfile``; dup it to keep it past a close)."""
+        if self._closed:
+            raise ClosedError(f"segment {self.log_path} is closed")
+        return self._fd
+
     def read(self, offset: int, max_bytes: int, max_position: int | None = None) -> SegmentRead | None:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``.
 

@@ -1,0 +1,3 @@
+from logstore.cli import main
+
+main()

@@ -1,0 +1,69 @@
+"""One module per Kafka API; each exports ``API``, an :class:`Api`.
+
+The version range an API advertises is the range its handler serves, end to
+end, and kio can encode. ``registry()`` maps API keys to them.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from logstore.broker.server import RequestContext
+
+Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Api:
+    """One API: its key, name, served version range and handler.
+
+    The handler returns the response entity, or None to send nothing
+    (Produce with acks=0).
+    """
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handle: Handler
+
+
+_MODULES = (
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "init_producer_id",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "delete_records",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "describe_cluster",
+    "describe_log_dirs",
+)
+
+
+@functools.cache
+def registry() -> dict[int, Api]:
+    """API key -> Api, every module loaded (on first use: the modules import the server)."""
+    apis: dict[int, Api] = {}
+    for name in _MODULES:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            continue  # not written yet
+        api: Api = module.API
+        apis[api.key] = api
+    return apis
+

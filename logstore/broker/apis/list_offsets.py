@@ -1,0 +1,66 @@
+"""ListOffsets (key 2): offsets by timestamp, earliest (-2), latest (-1), max timestamp (-3).
+
+"Latest" is the high watermark for consumers (the log end for a replica);
+a timestamp gives the first offset whose record's timestamp is at or after
+it, or offset -1 when there is none (Kafka's answer). -3 (v7+, KIP-734)
+gives the record with the largest timestamp.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import Broker, RequestContext
+from logstore.broker.topics import error_for
+from logstore.errors import LogstoreError
+from logstore.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+
+
+def _lookup(broker: Broker, topic: str, index: int, timestamp: int, consumer: bool) -> tuple[ErrorCode, int, int]:
+    """(error, timestamp, offset) for one partition."""
+    store = broker.store
+    if not store.has_topic(topic) or not 0 <= index < store.partitions(topic):
+        return ErrorCode.unknown_topic_or_partition, -1, -1
+    log = store.log(topic, index)
+    if timestamp == LATEST_TIMESTAMP:
+        return ErrorCode.none, -1, log.high_watermark if consumer else log.log_end_offset
+    if timestamp == EARLIEST_TIMESTAMP:
+        return ErrorCode.none, -1, log.log_start_offset
+    if timestamp < 0 and timestamp != MAX_TIMESTAMP:
+        return ErrorCode.invalid_request, -1, -1
+    try:
+        found = log.offset_for_timestamp(timestamp)
+    except (LogstoreError, OSError) as e:
+        return error_for(e), -1, -1
+    if found is None or (consumer and found[1] >= log.high_watermark):
+        return ErrorCode.none, -1, -1
+    return ErrorCode.none, found[0], found[1]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(2, ctx.version).response_module
+    consumer = request.replica_id < 0
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for partition in topic.partitions:
+            error, timestamp, offset = _lookup(ctx.broker, topic.name, partition.partition_index, partition.timestamp, consumer)
+            partitions.append(
+                build(
+                    module.ListOffsetsPartitionResponse,
+                    partition_index=partition.partition_index,
+                    error_code=error,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=-1,
+                )
+            )
+        topics.append(build(module.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions)))
+    return build(module.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+API = Api(key=2, name="ListOffsets", min_version=1, max_version=7, handle=handle)

@@ -1,0 +1,101 @@
+"""Metadata (key 3): brokers, topics and partition leaders; auto-creates topics.
+
+One broker leads every partition, with itself as the only replica and ISR.
+A requested topic that does not exist is created with ``num.partitions``
+when ``auto.create.topics.enable`` is on and the request allows it (v4+);
+v0 asks for every topic with an empty list, v1+ with null. Leader epochs are
+-1: this broker keeps none yet. From v10 topics carry their IDs, and may be
+asked for by ID.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import RequestContext
+from logstore.broker.topics import INTERNAL_TOPICS, topic_error
+
+_AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+
+
+def _requested(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid.UUID | None]] | None:
+    """(name, id) pairs asked for; None means every topic."""
+    topics = request.topics
+    if topics is None or (ctx.version == 0 and not topics):
+        return None
+    result = []
+    for topic in topics:
+        topic_id = getattr(topic, "topic_id", None)
+        if topic_id is not None and topic_id.int == 0:
+            topic_id = None
+        name = topic.name
+        if name is None and topic_id is not None:
+            name = ctx.broker.store.topic_by_id(topic_id)
+        result.append((name, topic_id))
+    return result
+
+
+def topic_metadata(ctx: RequestContext, module: Any, name: str | None, error: ErrorCode, topic_id: Any) -> Any:
+    broker = ctx.broker
+    partitions: tuple[Any, ...] = ()
+    if error == ErrorCode.none and name is not None:
+        node = broker.node_id
+        partitions = tuple(
+            build(
+                module.MetadataResponsePartition,
+                error_code=ErrorCode.none,
+                partition_index=index,
+                leader_id=node,
+                leader_epoch=-1,
+                replica_nodes=(node,),
+                isr_nodes=(node,),
+                offline_replicas=(),
+            )
+            for index in range(broker.store.partitions(name))
+        )
+        topic_id = broker.store.topic_id(name)
+    return build(
+        module.MetadataResponseTopic,
+        error_code=error,
+        name=name,
+        topic_id=topic_id or uuid.UUID(int=0),
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=partitions,
+        topic_authorized_operations=_AUTHORIZED_OPERATIONS_UNKNOWN,
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    module = codec(3, ctx.version).response_module
+    auto_create = getattr(request, "allow_auto_topic_creation", True)
+    requested = _requested(ctx, request)
+    topics = []
+    if requested is None:
+        for name in broker.store.topics():
+            topics.append(topic_metadata(ctx, module, name, ErrorCode.none, None))
+    else:
+        for name, topic_id in requested:
+            if name is None and topic_id is not None:
+                error = ErrorCode.unknown_topic_id
+            else:
+                error = topic_error(broker, name, auto_create)
+            topics.append(topic_metadata(ctx, module, name, error, topic_id))
+    host, port = broker.advertised
+    return build(
+        module.MetadataResponse,
+        throttle_time=NO_THROTTLE,
+        brokers=(build(module.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=_AUTHORIZED_OPERATIONS_UNKNOWN,
+    )
+
+
+API = Api(key=3, name="Metadata", min_version=0, max_version=12, handle=handle)

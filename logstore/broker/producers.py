@@ -1,0 +1,166 @@
+"""Idempotent producers: producer ids, epochs and sequence numbers (KIP-98).
+
+``ProducerIds`` hands out producer ids that are never reused: it reserves
+blocks of ids in ``producer-id-block`` (written tmp + fsync + rename before
+any id of the block is given out), so a restart continues past the block.
+
+``PartitionProducers`` is one partition's state: per producer id, its epoch
+and the sequence ranges and offsets of its last five batches (Kafka's
+``ProducerStateEntry``). A batch is
+
+- a duplicate if its sequence range equals one of those five: it is not
+  appended again, and its first append's offsets are returned;
+- in order if it starts one past the producer's last sequence (a new epoch
+  starts at 0; sequences wrap from 2**31-1 to 0);
+- otherwise OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is
+  INVALID_PRODUCER_EPOCH.
+
+The state is rebuilt from the log's batch headers (in C) the first time a
+partition is produced to after the broker starts, so a restart, clean or not,
+dedupes a producer's retries of batches it sent before.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from logstore._native import ffi, lib, raise_for
+from logstore.storage.checkpoints import fsync_directory
+from logstore.storage.log import Log
+
+SEQUENCE_MAX = 2**31 - 1
+BATCHES_KEPT = 5
+ID_BLOCK = 1000
+
+
+@dataclass(frozen=True)
+class BatchSpan:
+    """Sequence numbers and offsets of one appended batch."""
+
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass
+class ProducerEntry:
+    epoch: int
+    batches: collections.deque[BatchSpan] = field(default_factory=lambda: collections.deque(maxlen=BATCHES_KEPT))
+    last_ms: float = 0.0
+
+
+def last_sequence(first: int, offset_delta: int) -> int:
+    """The sequence of a batch's last record (sequences wrap past 2**31-1)."""
+    return (first + offset_delta) % (SEQUENCE_MAX + 1)
+
+
+class PartitionProducers:
+    """The idempotence state of one partition.
+
+    >>> state = PartitionProducers()
+    >>> state.check(7, 0, 0, 4)
+    (<ErrorCode.none: 0>, None)
+    >>> state.record(7, 0, 0, 4, 100, 104)
+    >>> state.check(7, 0, 0, 4)[1].first_offset   # a retry of the same batch
+    100
+    >>> state.check(7, 0, 9, 9)[0].name
+    'out_of_order_sequence_number'
+    """
+
+    def __init__(self, expiration_ms: int = 86_400_000) -> None:
+        self.entries: dict[int, ProducerEntry] = {}
+        self.expiration_ms = expiration_ms
+
+    def check(self, producer_id: int, epoch: int, first: int, last: int) -> tuple[ErrorCode, BatchSpan | None]:
+        """Whether a batch may be appended: (error, the earlier append it duplicates)."""
+        entry = self.entries.get(producer_id)
+        if entry is not None and (time.time() * 1000 - entry.last_ms) > self.expiration_ms:
+            del self.entries[producer_id]
+            entry = None
+        if entry is None or not entry.batches:
+            if entry is not None and epoch < entry.epoch:
+                return ErrorCode.invalid_producer_epoch, None
+            return (ErrorCode.none if first == 0 else ErrorCode.out_of_order_sequence_number), None
+        if epoch < entry.epoch:
+            return ErrorCode.invalid_producer_epoch, None
+        if epoch > entry.epoch:
+            return (ErrorCode.none if first == 0 else ErrorCode.out_of_order_sequence_number), None
+        for span in entry.batches:
+            if span.first_sequence == first and span.last_sequence == last:
+                return ErrorCode.none, span
+        expected = (entry.batches[-1].last_sequence + 1) % (SEQUENCE_MAX + 1)
+        if first != expected:
+            return ErrorCode.out_of_order_sequence_number, None
+        return ErrorCode.none, None
+
+    def record(self, producer_id: int, epoch: int, first: int, last: int, first_offset: int, last_offset: int) -> None:
+        """Remember an appended batch."""
+        entry = self.entries.get(producer_id)
+        if entry is None or epoch != entry.epoch:
+            entry = self.entries[producer_id] = ProducerEntry(epoch)
+        entry.batches.append(BatchSpan(first, last, first_offset, last_offset))
+        entry.last_ms = time.time() * 1000
+
+    @classmethod
+    def rebuild(cls, log: Log, expiration_ms: int = 86_400_000) -> PartitionProducers:
+        """The state from the batch headers of every segment of ``log``."""
+        state = cls(expiration_ms)
+        for segment in list(log.segments.values()):
+            if segment.closed or segment.size == 0:
+                continue
+            view = segment.view(0, segment.valid_size)
+            cap = len(view) // lib.LS_BATCH_HEADER_SIZE + 1
+            arrays = (
+                ffi.new("int64_t[]", cap),
+                ffi.new("int16_t[]", cap),
+                ffi.new("int32_t[]", cap),
+                ffi.new("int32_t[]", cap),
+                ffi.new("int64_t[]", cap),
+            )
+            count = ffi.new("int64_t *")
+            rc = lib.ls_producer_batches(ffi.from_buffer(view), len(view), cap, *arrays, count)
+            if rc != 0:
+                raise_for(rc, f"reading producer state from {segment.log_path}")
+            ids, epochs, firsts, deltas, bases = arrays
+            for i in range(count[0]):
+                first = firsts[i]
+                state.record(ids[i], epochs[i], first, last_sequence(first, deltas[i]), bases[i], bases[i] + deltas[i])
+        return state
+
+
+class ProducerIds:
+    """Producer ids unique across restarts: reserved in durable blocks of 1,000."""
+
+    def __init__(self, data_dir: str) -> None:
+        self._path = os.path.join(data_dir, "producer-id-block")
+        self._lock = threading.Lock()
+        self._next = self._block_end = self._read()
+
+    def _read(self) -> int:
+        with contextlib.suppress(FileNotFoundError, ValueError), open(self._path, encoding="ascii") as f:
+            return int(f.read().strip())
+        return 0
+
+    def allocate(self) -> int:
+        with self._lock:
+            if self._next >= self._block_end:
+                end = self._next + ID_BLOCK
+                tmp = self._path + ".tmp"
+                with open(tmp, "w", encoding="ascii") as f:
+                    f.write(f"{end}\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self._path)
+                fsync_directory(os.path.dirname(self._path))
+                self._block_end = end
+            producer_id = self._next
+            self._next += 1
+            return producer_id

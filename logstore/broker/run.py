@@ -1,0 +1,60 @@
+"""Running a broker process: logging, the event loop, signals, a clean close."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from logstore.broker.config import BrokerConfig
+from logstore.broker.server import Broker
+
+_log = logging.getLogger("logstore.broker")
+
+
+def _loop_factory(choice: str) -> type[asyncio.AbstractEventLoop] | None:
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise SystemExit("--event-loop uvloop: uvloop is not installed; pip install uvloop") from None
+        return None
+    return uvloop.Loop  # type: ignore[no-any-return]
+
+
+async def serve(config: BrokerConfig, data_dir: str | None) -> None:
+    broker = Broker(config, data_dir=data_dir)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except OSError as e:
+        await broker.close()
+        raise SystemExit(f"cannot listen on {config.values['listeners']}: {e.strerror}; pick another port") from None
+    for host, port in broker.bound:
+        print(f"logstore broker {broker.node_id} listening on PLAINTEXT://{host}:{port} (data: {broker.data_dir})", flush=True)
+    for key in config.ignored:
+        _log.warning("config %s is not used by this broker; ignored", key)
+    await stop.wait()
+    _log.info("shutting down")
+    await broker.close()
+    print("logstore broker stopped cleanly", flush=True)
+
+
+def run(config: BrokerConfig, data_dir: str | None = None, event_loop: str = "auto") -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    factory = _loop_factory(event_loop)
+    if factory is None:
+        asyncio.run(serve(config, data_dir))
+    else:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(serve(config, data_dir))

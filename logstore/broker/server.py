@@ -1,0 +1,329 @@
+"""The broker: asyncio connections, request dispatch, and the state the APIs share.
+
+Each connection reads frames as they arrive and serves them one at a time,
+in order (Kafka mutes a channel while its request is processed, so a
+response never overtakes an earlier one). A frame larger than
+``socket.request.max.bytes``, a negative size, an unknown API or version,
+or a body kio cannot decode closes that connection with a log line; other
+connections are not affected. A connection idle for
+``connections.max.idle.ms`` (a client stalled mid-frame included) is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from logstore.broker.apis import registry
+from logstore.broker.config import BrokerConfig
+from logstore.broker.producers import PartitionProducers, ProducerIds
+from logstore.broker.protocol import (
+    API_VERSIONS_KEY,
+    HEADER,
+    SIZE,
+    FileRegion,
+    ProtocolError,
+    RequestHeader,
+    codec,
+    encode_response,
+    parse_header,
+)
+from logstore.broker.purgatory import Purgatory
+from logstore.storage.manager import Store
+
+_log = logging.getLogger("logstore.broker")
+
+# Pause reading from a client once this many request bytes wait unserved.
+QUEUED_BYTES_MAX = 64 * 1024 * 1024
+
+
+@dataclass
+class RequestContext:
+    """What a handler knows about the request it serves."""
+
+    broker: Broker
+    connection: Connection
+    header: RequestHeader
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: frames in, responses out in request order."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.closed = False
+        self.last_active = time.monotonic()
+        self.busy = False
+        self._buffer = bytearray()
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._queued = 0
+        self._reading_paused = False
+        self._wake = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- asyncio.Protocol --------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.broker.connections.add(self)
+        self._task = asyncio.get_running_loop().create_task(self._serve())
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        buffer = self._buffer
+        buffer += data
+        limit = self.broker.config.socket_request_max_bytes
+        while len(buffer) >= 4:
+            (size,) = SIZE.unpack_from(buffer, 0)
+            if size < HEADER.size or size > limit:
+                self.close(
+                    f"a frame of {size} bytes (allowed: {HEADER.size} to socket.request.max.bytes={limit})",
+                    abort=True,
+                )
+                return
+            if len(buffer) < 4 + size:
+                break
+            with memoryview(buffer) as view:
+                frame = bytes(view[4 : 4 + size])
+            del buffer[: 4 + size]
+            self._frames.append(frame)
+            self._queued += size
+        if self._frames:
+            self._wake.set()
+        if self._queued > QUEUED_BYTES_MAX and not self._reading_paused and self.transport is not None:
+            self.transport.pause_reading()
+            self._reading_paused = True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.broker.connections.discard(self)
+        self._wake.set()
+        self._writable.set()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    # -- serving -----------------------------------------------------------
+
+    async def _serve(self) -> None:
+        try:
+            while not self.closed:
+                if not self._frames:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                frame = self._frames.popleft()
+                self._queued -= len(frame)
+                if self._reading_paused and self._queued <= QUEUED_BYTES_MAX // 2 and self.transport is not None:
+                    self.transport.resume_reading()
+                    self._reading_paused = False
+                self.busy = True
+                try:
+                    chunks = await self.broker.handle(frame, self)
+                    if chunks is not None and not self.closed:
+                        await self._send(chunks)
+                finally:
+                    self.busy = False
+                    self.last_active = time.monotonic()
+        except ProtocolError as e:
+            self.close(str(e))
+        except (ConnectionError, OSError) as e:
+            self.close(f"connection error: {e}", abort=True)
+        except asyncio.CancelledError:
+            self.close("broker shutting down", abort=True, quiet=True)
+        except Exception:
+            _log.exception("unexpected error serving %s; closing the connection", self.peer)
+            self.close("internal error", abort=True, quiet=True)
+
+    async def _send(self, chunks: list[Any]) -> None:
+        transport = self.transport
+        assert transport is not None
+        loop = asyncio.get_running_loop()
+        try:
+            for chunk in chunks:
+                if isinstance(chunk, FileRegion):
+                    if chunk.size:
+                        sent = await loop.sendfile(transport, chunk, chunk.position, chunk.size)  # type: ignore[arg-type]
+                        if sent != chunk.size:
+                            raise ConnectionError(f"segment shrank while sending ({sent} of {chunk.size} bytes)")
+                elif chunk:
+                    transport.write(chunk)
+        finally:
+            for chunk in chunks:
+                if isinstance(chunk, FileRegion):
+                    chunk.close()
+        if not self._writable.is_set():
+            await self._writable.wait()
+
+    def close(self, reason: str, abort: bool = False, quiet: bool = False) -> None:
+        if not quiet:
+            _log.warning("closing connection from %s: %s", self.peer, reason)
+        self.closed = True
+        self._wake.set()
+        if self.transport is not None and not self.transport.is_closing():
+            if abort:
+                self.transport.abort()
+            else:
+                self.transport.close()
+
+
+class Broker:
+    """A Kafka-protocol broker over a :class:`Store`.
+
+    >>> import asyncio, tempfile
+    >>> async def main():
+    ...     config = BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0"})
+    ...     broker = Broker(config, data_dir=tempfile.mkdtemp())
+    ...     await broker.start()
+    ...     port = broker.bound[0][1]
+    ...     await broker.close()
+    ...     return port > 0
+    >>> asyncio.run(main())
+    True
+    """
+
+    def __init__(self, config: BrokerConfig, data_dir: str | None = None, store: Store | None = None) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.data_dir = os.path.abspath(data_dir or config.data_dir)
+        self.store = store or Store(
+            self.data_dir,
+            config.log_defaults(),
+            scheduler_interval_ms=config.log_flush_scheduler_interval_ms,
+            retention_check_interval_ms=config.log_retention_check_interval_ms,
+            checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
+        )
+        self.cluster_id = config.cluster_id or self._load_cluster_id()
+        self.purgatory = Purgatory()
+        self.producer_ids = ProducerIds(self.data_dir)
+        self.connections: set[Connection] = set()
+        self._producer_states: dict[tuple[str, int], tuple[Any, PartitionProducers]] = {}
+        self.bound: list[tuple[str, int]] = []
+        self._servers: list[asyncio.AbstractServer] = []
+        self._reaper: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def _load_cluster_id(self) -> str:
+        path = os.path.join(self.data_dir, "cluster.id")
+        with contextlib.suppress(FileNotFoundError), open(path, encoding="ascii") as f:
+            value = f.read().strip()
+            if value:
+                return value
+        # Kafka's form: a random UUID as 22 characters of URL-safe base64.
+        import base64
+
+        value = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        with open(path + ".tmp", "w", encoding="ascii") as f:
+            f.write(value + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(path + ".tmp", path)
+        return value
+
+    def producer_state(self, topic: str, partition: int) -> PartitionProducers:
+        """The idempotence state of a partition, rebuilt from its log on first use."""
+        log = self.store.log(topic, partition)
+        entry = self._producer_states.get((topic, partition))
+        if entry is not None and entry[0] is log:
+            return entry[1]
+        state = PartitionProducers.rebuild(log, self.config.producer_id_expiration_ms)
+        self._producer_states[(topic, partition)] = (log, state)
+        return state
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for _, host, port in self.config.listeners:
+            server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True, backlog=1024)
+            self._servers.append(server)
+            for sock in server.sockets:
+                address = sock.getsockname()
+                self.bound.append((address[0], address[1]))
+        self._reaper = loop.create_task(self._reap_idle())
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """The host and port clients are told to use (Metadata)."""
+        if self.config.values["advertised.listeners"]:
+            _, host, port = self.config.advertised_listeners[0]
+            return host, port
+        host, port = self.bound[0] if self.bound else (self.config.listeners[0][1], self.config.listeners[0][2])
+        return ("127.0.0.1" if host in ("0.0.0.0", "") else host), port
+
+    async def serve_forever(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for server in self._servers:
+            server.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for connection in list(self.connections):
+            connection.close("broker shutting down", abort=True, quiet=True)
+        self.purgatory.wake_all()
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 5)
+        self.store.close()
+
+    async def _reap_idle(self) -> None:
+        idle_ms = self.config.connections_max_idle_ms
+        while True:
+            await asyncio.sleep(min(idle_ms / 1000 / 4, 10))
+            now = time.monotonic()
+            for connection in list(self.connections):
+                if not connection.busy and (now - connection.last_active) * 1000 > idle_ms:
+                    connection.close(f"idle for more than connections.max.idle.ms={idle_ms}")
+
+    # -- dispatch ------------------------------------------------------------
+
+    async def handle(self, frame: bytes, connection: Connection) -> list[Any] | None:
+        """Serve one request frame; returns the response frame's chunks, or None."""
+        api_key, version, correlation_id = HEADER.unpack_from(frame, 0)
+        api = registry().get(api_key)
+        if api is None:
+            raise ProtocolError(f"unknown API key {api_key}")
+        if not api.min_version <= version <= api.max_version:
+            if api_key == API_VERSIONS_KEY:
+                from logstore.broker.apis.api_versions import unsupported_version
+
+                return unsupported_version(correlation_id)
+            raise ProtocolError(
+                f"{api.name} v{version} is not supported (this broker serves v{api.min_version}-v{api.max_version})"
+            )
+        codec_ = codec(api_key, version)
+        header = parse_header(frame, codec_.flexible)
+        try:
+            request, _ = codec_.read(frame, header.body_offset)
+        except Exception as e:
+            raise ProtocolError(f"cannot decode {api.name} v{version} from {header.client_id!r}: {e}") from None
+        response = await api.handle(RequestContext(self, connection, header), request)
+        if response is None:
+            return None
+        return encode_response(codec_, correlation_id, response, header_v0=api_key == API_VERSIONS_KEY)

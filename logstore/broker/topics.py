@@ -1,0 +1,63 @@
+"""Topic lookups shared by the APIs: existence, auto-creation, error codes."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from logstore.errors import InvalidArgumentError, InvalidConfigError, LogstoreError
+from logstore.storage.manager import TopicExistsError, validate_topic_name
+
+if TYPE_CHECKING:
+    from logstore.broker.server import Broker
+
+_log = logging.getLogger("logstore.broker")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def error_for(exc: BaseException) -> ErrorCode:
+    """The Kafka error code for a logstore exception."""
+    from logstore.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
+    from logstore.storage.manager import UnknownTopicError
+
+    table: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+        (UnknownTopicError, ErrorCode.unknown_topic_or_partition),
+        (TopicExistsError, ErrorCode.topic_already_exists),
+        (OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
+        (CorruptRecordError, ErrorCode.corrupt_message),
+        (RecordTooLargeError, ErrorCode.message_too_large),
+        (InvalidConfigError, ErrorCode.invalid_config),
+        (InvalidArgumentError, ErrorCode.invalid_request),
+        (OSError, ErrorCode.kafka_storage_error),
+        (LogstoreError, ErrorCode.unknown_server_error),
+    )
+    for kind, code in table:
+        if isinstance(exc, kind):
+            return code
+    return ErrorCode.unknown_server_error
+
+
+def topic_error(broker: Broker, name: str | None, auto_create: bool) -> ErrorCode:
+    """NONE if the topic exists (creating it when allowed), else why not."""
+    if name is None:
+        return ErrorCode.invalid_topic_exception
+    store = broker.store
+    if store.has_topic(name):
+        return ErrorCode.none
+    try:
+        validate_topic_name(name)
+    except InvalidArgumentError:
+        return ErrorCode.invalid_topic_exception
+    if not (auto_create and broker.config.auto_create_topics_enable) or name in INTERNAL_TOPICS:
+        return ErrorCode.unknown_topic_or_partition
+    try:
+        store.create_topic(name, broker.config.num_partitions)
+        _log.info("auto-created topic %s with %d partitions", name, broker.config.num_partitions)
+    except TopicExistsError:
+        pass
+    except (LogstoreError, OSError) as e:
+        _log.error("auto-creating topic %s failed: %s", name, e)
+        return error_for(e)
+    return ErrorCode.none
