@@ -108,14 +108,17 @@ def codec(api_key: int, version: int) -> Codec:
         response_module,
         entity_reader(request_class),
         entity_writer(response_class),
-        bool(request_class.__flexible__),
+        bool(getattr(request_class, "__flexible__", False)),
     )
 
 
 def _payload_class(module: ModuleType, suffix: str) -> type:
     for name, value in vars(module).items():
-        if name.endswith(suffix) and getattr(value, "__type__", None) in (EntityType.request, EntityType.response):
-            return value  # type: ignore[no-any-return]
+        if name.endswith(suffix) and getattr(value, "__type__", None) in (
+            EntityType.request,
+            EntityType.response,
+        ):
+            return value
     raise LookupError(f"no {suffix} class in {module.__name__}")
 
 

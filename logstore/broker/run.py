@@ -17,12 +17,13 @@ def _loop_factory(choice: str) -> type[asyncio.AbstractEventLoop] | None:
     if choice == "asyncio":
         return None
     try:
-        import uvloop
+        import uvloop  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         if choice == "uvloop":
             raise SystemExit("--event-loop uvloop: uvloop is not installed; pip install uvloop") from None
         return None
-    return uvloop.Loop  # type: ignore[no-any-return]
+    loop_class: type[asyncio.AbstractEventLoop] = uvloop.Loop
+    return loop_class
 
 
 async def serve(config: BrokerConfig, data_dir: str | None) -> None:
@@ -35,9 +36,14 @@ async def serve(config: BrokerConfig, data_dir: str | None) -> None:
         await broker.start()
     except OSError as e:
         await broker.close()
-        raise SystemExit(f"cannot listen on {config.values['listeners']}: {e.strerror}; pick another port") from None
+        raise SystemExit(
+            f"cannot listen on {config.values['listeners']}: {e.strerror}; pick another port"
+        ) from None
     for host, port in broker.bound:
-        print(f"logstore broker {broker.node_id} listening on PLAINTEXT://{host}:{port} (data: {broker.data_dir})", flush=True)
+        print(
+            f"logstore broker {broker.node_id} listening on PLAINTEXT://{host}:{port} (data: {broker.data_dir})",
+            flush=True,
+        )
     for key in config.ignored:
         _log.warning("config %s is not used by this broker; ignored", key)
     await stop.wait()

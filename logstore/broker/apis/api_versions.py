@@ -8,7 +8,6 @@ version outside Kafka's pattern is INVALID_REQUEST.
 
 from __future__ import annotations
 
-
 import re
 from typing import Any
 
@@ -19,7 +18,6 @@ from logstore.broker.protocol import NO_THROTTLE, build, codec, encode_response
 from logstore.broker.server import RequestContext
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
-
 
 
 def _response(version: int, error: ErrorCode) -> Any:
@@ -33,7 +31,9 @@ def _response(version: int, error: ErrorCode) -> Any:
 
 def unsupported_version(correlation_id: int) -> list[Any]:
     """The v0 response to an ApiVersions version we do not serve."""
-    return encode_response(codec(18, 0), correlation_id, _response(0, ErrorCode.unsupported_version), header_v0=True)
+    return encode_response(
+        codec(18, 0), correlation_id, _response(0, ErrorCode.unsupported_version), header_v0=True
+    )
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -40,7 +40,9 @@ def _requested(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid
     return result
 
 
-def topic_metadata(ctx: RequestContext, module: Any, name: str | None, error: ErrorCode, topic_id: Any) -> Any:
+def topic_metadata(
+    ctx: RequestContext, module: Any, name: str | None, error: ErrorCode, topic_id: Any
+) -> Any:
     broker = ctx.broker
     partitions: tuple[Any, ...] = ()
     if error == ErrorCode.none and name is not None:
@@ -75,10 +77,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(3, ctx.version).response_module
     auto_create = getattr(request, "allow_auto_topic_creation", True)
     requested = _requested(ctx, request)
-    topics = []
+    topics: list[Any] = []
     if requested is None:
-        for name in broker.store.topics():
-            topics.append(topic_metadata(ctx, module, name, ErrorCode.none, None))
+        for existing in broker.store.topics():
+            topics.append(topic_metadata(ctx, module, existing, ErrorCode.none, None))
     else:
         for name, topic_id in requested:
             if name is None and topic_id is not None:
@@ -90,7 +92,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return build(
         module.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=(build(module.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),),
+        brokers=(
+            build(module.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),
+        ),
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=tuple(topics),
