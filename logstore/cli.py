@@ -13,12 +13,45 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Where the logs live (default: log.dirs, else ./data).")
-@click.option("--listeners", default=None, help="PLAINTEXT://host:port[,...] to listen on (default PLAINTEXT://127.0.0.1:9092).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None, help="A server.properties file with Kafka's broker config names.")
-@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Set a broker config key (repeatable), e.g. --override num.partitions=3.")
-@click.option("--event-loop", type=click.Choice(["auto", "asyncio", "uvloop"]), default="auto", show_default=True, help="auto uses uvloop when installed.")
-def broker(data_dir: str | None, listeners: str | None, config_file: str | None, overrides: tuple[str, ...], event_loop: str) -> None:
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where the logs live (default: log.dirs, else ./data).",
+)
+@click.option(
+    "--listeners",
+    default=None,
+    help="PLAINTEXT://host:port[,...] to listen on (default PLAINTEXT://127.0.0.1:9092).",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="A server.properties file with Kafka's broker config names.",
+)
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a broker config key (repeatable), e.g. --override num.partitions=3.",
+)
+@click.option(
+    "--event-loop",
+    type=click.Choice(["auto", "asyncio", "uvloop"]),
+    default="auto",
+    show_default=True,
+    help="auto uses uvloop when installed.",
+)
+def broker(
+    data_dir: str | None,
+    listeners: str | None,
+    config_file: str | None,
+    overrides: tuple[str, ...],
+    event_loop: str,
+) -> None:
     """Run a Kafka-protocol broker on a data directory.
 
     It prints where it listens; SIGTERM or Ctrl-C shuts it down cleanly, and

@@ -95,7 +95,9 @@ def parse_listeners(value: str, key: str = "listeners") -> list[tuple[str, str, 
             continue
         match = _LISTENER.match(item)
         if match is None:
-            raise InvalidConfigError(f"{key}: {item!r} is not NAME://host:port (e.g. PLAINTEXT://127.0.0.1:9092)")
+            raise InvalidConfigError(
+                f"{key}: {item!r} is not NAME://host:port (e.g. PLAINTEXT://127.0.0.1:9092)"
+            )
         name, host, port = match["name"].upper(), match["host"].strip("[]"), int(match["port"])
         if name != "PLAINTEXT":
             raise InvalidConfigError(f"{key}: listener {name} is not supported; use PLAINTEXT")
@@ -229,7 +231,10 @@ class BrokerConfig:
 
     def describe(self) -> dict[str, str]:
         """Every key with its value as a string (DescribeConfigs of the broker)."""
-        result = {k: "" if v is None else str(v).lower() if isinstance(v, bool) else str(v) for k, v in self.values.items()}
+        result = {
+            k: "" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in self.values.items()
+        }
         for key in _LOG_DEFAULTS:
             topic_key = _LOG_DEFAULTS[key][0]
             if topic_key in self.log_values and _LOG_DEFAULTS[key][1] == 1:

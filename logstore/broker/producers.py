@@ -53,7 +53,9 @@ class BatchSpan:
 @dataclass
 class ProducerEntry:
     epoch: int
-    batches: collections.deque[BatchSpan] = field(default_factory=lambda: collections.deque(maxlen=BATCHES_KEPT))
+    batches: collections.deque[BatchSpan] = field(
+        default_factory=lambda: collections.deque(maxlen=BATCHES_KEPT)
+    )
     last_ms: float = 0.0
 
 
@@ -79,7 +81,9 @@ class PartitionProducers:
         self.entries: dict[int, ProducerEntry] = {}
         self.expiration_ms = expiration_ms
 
-    def check(self, producer_id: int, epoch: int, first: int, last: int) -> tuple[ErrorCode, BatchSpan | None]:
+    def check(
+        self, producer_id: int, epoch: int, first: int, last: int
+    ) -> tuple[ErrorCode, BatchSpan | None]:
         """Whether a batch may be appended: (error, the earlier append it duplicates)."""
         entry = self.entries.get(producer_id)
         if entry is not None and (time.time() * 1000 - entry.last_ms) > self.expiration_ms:
@@ -101,7 +105,9 @@ class PartitionProducers:
             return ErrorCode.out_of_order_sequence_number, None
         return ErrorCode.none, None
 
-    def record(self, producer_id: int, epoch: int, first: int, last: int, first_offset: int, last_offset: int) -> None:
+    def record(
+        self, producer_id: int, epoch: int, first: int, last: int, first_offset: int, last_offset: int
+    ) -> None:
         """Remember an appended batch."""
         entry = self.entries.get(producer_id)
         if entry is None or epoch != entry.epoch:
@@ -132,7 +138,9 @@ class PartitionProducers:
             ids, epochs, firsts, deltas, bases = arrays
             for i in range(count[0]):
                 first = firsts[i]
-                state.record(ids[i], epochs[i], first, last_sequence(first, deltas[i]), bases[i], bases[i] + deltas[i])
+                state.record(
+                    ids[i], epochs[i], first, last_sequence(first, deltas[i]), bases[i], bases[i] + deltas[i]
+                )
         return state
 
 

@@ -135,7 +135,11 @@ class Connection(asyncio.Protocol):
                     continue
                 frame = self._frames.popleft()
                 self._queued -= len(frame)
-                if self._reading_paused and self._queued <= QUEUED_BYTES_MAX // 2 and self.transport is not None:
+                if (
+                    self._reading_paused
+                    and self._queued <= QUEUED_BYTES_MAX // 2
+                    and self.transport is not None
+                ):
                     self.transport.resume_reading()
                     self._reading_paused = False
                 self.busy = True
@@ -166,7 +170,9 @@ class Connection(asyncio.Protocol):
                     if chunk.size:
                         sent = await loop.sendfile(transport, chunk, chunk.position, chunk.size)  # type: ignore[arg-type]
                         if sent != chunk.size:
-                            raise ConnectionError(f"segment shrank while sending ({sent} of {chunk.size} bytes)")
+                            raise ConnectionError(
+                                f"segment shrank while sending ({sent} of {chunk.size} bytes)"
+                            )
                 elif chunk:
                     transport.write(chunk)
         finally:
@@ -256,7 +262,9 @@ class Broker:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         for _, host, port in self.config.listeners:
-            server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True, backlog=1024)
+            server = await loop.create_server(
+                lambda: Connection(self), host, port, reuse_address=True, backlog=1024
+            )
             self._servers.append(server)
             for sock in server.sockets:
                 address = sock.getsockname()
@@ -269,7 +277,9 @@ class Broker:
         if self.config.values["advertised.listeners"]:
             _, host, port = self.config.advertised_listeners[0]
             return host, port
-        host, port = self.bound[0] if self.bound else (self.config.listeners[0][1], self.config.listeners[0][2])
+        host, port = (
+            self.bound[0] if self.bound else (self.config.listeners[0][1], self.config.listeners[0][2])
+        )
         return ("127.0.0.1" if host in ("0.0.0.0", "") else host), port
 
     async def serve_forever(self, stop: asyncio.Event) -> None:
@@ -322,7 +332,9 @@ class Broker:
         try:
             request, _ = codec_.read(frame, header.body_offset)
         except Exception as e:
-            raise ProtocolError(f"cannot decode {api.name} v{version} from {header.client_id!r}: {e}") from None
+            raise ProtocolError(
+                f"cannot decode {api.name} v{version} from {header.client_id!r}: {e}"
+            ) from None
         response = await api.handle(RequestContext(self, connection, header), request)
         if response is None:
             return None

@@ -30,7 +30,9 @@ def free_port() -> int:
 class BrokerProcess:
     """``logstore broker`` as a child process."""
 
-    def __init__(self, data_dir: str, overrides: dict[str, str] | None = None, port: int | None = None) -> None:
+    def __init__(
+        self, data_dir: str, overrides: dict[str, str] | None = None, port: int | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
@@ -54,7 +56,9 @@ class BrokerProcess:
         line = self.proc.stdout.readline()
         if "listening on" not in line or time.monotonic() > deadline:
             self.proc.kill()
-            raise RuntimeError(f"broker did not start: {line!r}; see {self.log_path}:\n{self.log_text()[-3000:]}")
+            raise RuntimeError(
+                f"broker did not start: {line!r}; see {self.log_path}:\n{self.log_text()[-3000:]}"
+            )
         return self
 
     def log_text(self) -> str:

@@ -66,4 +66,3 @@ def registry() -> dict[int, Api]:
         api: Api = module.API
         apis[api.key] = api
     return apis
-

@@ -70,7 +70,9 @@ def _read_partition(
     return result
 
 
-def _read_all(broker: Broker, request: Any, upto: str) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
+def _read_all(
+    broker: Broker, request: Any, upto: str
+) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
     remaining = request.max_bytes
     total = 0
     errors = False

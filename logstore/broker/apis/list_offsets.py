@@ -20,7 +20,9 @@ from logstore.errors import LogstoreError
 from logstore.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 
-def _lookup(broker: Broker, topic: str, index: int, timestamp: int, consumer: bool) -> tuple[ErrorCode, int, int]:
+def _lookup(
+    broker: Broker, topic: str, index: int, timestamp: int, consumer: bool
+) -> tuple[ErrorCode, int, int]:
     """(error, timestamp, offset) for one partition."""
     store = broker.store
     if not store.has_topic(topic) or not 0 <= index < store.partitions(topic):
@@ -48,7 +50,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         partitions = []
         for partition in topic.partitions:
-            error, timestamp, offset = _lookup(ctx.broker, topic.name, partition.partition_index, partition.timestamp, consumer)
+            error, timestamp, offset = _lookup(
+                ctx.broker, topic.name, partition.partition_index, partition.timestamp, consumer
+            )
             partitions.append(
                 build(
                     module.ListOffsetsPartitionResponse,

@@ -60,7 +60,9 @@ class PartitionResult:
         self.message = message
 
 
-def _check_batch(broker: Broker, topic: str, records: bytes | None, acks: int) -> PartitionResult | RecordBatch:
+def _check_batch(
+    broker: Broker, topic: str, records: bytes | None, acks: int
+) -> PartitionResult | RecordBatch:
     if not records:
         return PartitionResult(ErrorCode.invalid_record, message="the request carries no record batch")
     try:
@@ -68,7 +70,9 @@ def _check_batch(broker: Broker, topic: str, records: bytes | None, acks: int) -
     except struct.error:
         return PartitionResult(ErrorCode.corrupt_message, message="records shorter than a batch header")
     if batch.magic != 2:
-        return PartitionResult(ErrorCode.unsupported_for_message_format, message=f"magic {batch.magic}; send v2 batches")
+        return PartitionResult(
+            ErrorCode.unsupported_for_message_format, message=f"magic {batch.magic}; send v2 batches"
+        )
     if batch.size != len(records):
         return PartitionResult(
             ErrorCode.invalid_record if batch.size < len(records) else ErrorCode.corrupt_message,
@@ -95,7 +99,9 @@ def _check_batch(broker: Broker, topic: str, records: bytes | None, acks: int) -
     return batch
 
 
-async def append_partition(broker: Broker, topic: str, partition: int, records: bytes | None, acks: int) -> PartitionResult:
+async def append_partition(
+    broker: Broker, topic: str, partition: int, records: bytes | None, acks: int
+) -> PartitionResult:
     if not broker.store.has_topic(topic) or not 0 <= partition < broker.store.partitions(topic):
         return PartitionResult(ErrorCode.unknown_topic_or_partition)
     checked = _check_batch(broker, topic, records, acks)
