@@ -122,7 +122,7 @@ class PartitionProducers:
         for segment in list(log.segments.values()):
             if segment.closed or segment.size == 0:
                 continue
-            view = segment.view(0, segment.valid_size)
+            view = segment.view(0, segment.valid_size())
             cap = len(view) // lib.LS_BATCH_HEADER_SIZE + 1
             arrays = (
                 ffi.new("int64_t[]", cap),

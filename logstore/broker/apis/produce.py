@@ -158,7 +158,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if error != ErrorCode.none:
                 result = PartitionResult(error)
             else:
-                result = await append_partition(ctx.broker, topic.name, data.index, data.records, acks)
+                try:
+                    result = await append_partition(ctx.broker, topic.name, data.index, data.records, acks)
+                except Exception:  # one partition's bug must not fail the others, nor the connection
+                    _log.exception("producing to %s-%d failed", topic.name, data.index)
+                    result = PartitionResult(
+                        ErrorCode.unknown_server_error, message="internal error; see broker log"
+                    )
             partitions.append((data.index, result))
         responses.append((topic.name, partitions))
     if acks == 0:
