@@ -45,11 +45,11 @@ def test_config_defaults_and_log_keys() -> None:
 
 
 def test_config_rejects_bad_values_and_reports_unused_keys() -> None:
-    with pytest.raises(InvalidConfigError, match="num.partitions"):
+    with pytest.raises(InvalidConfigError, match=r"num\.partitions"):
         BrokerConfig.from_dict({"num.partitions": "0"})
-    with pytest.raises(InvalidConfigError, match="auto.create.topics.enable"):
+    with pytest.raises(InvalidConfigError, match=r"auto\.create\.topics\.enable"):
         BrokerConfig.from_dict({"auto.create.topics.enable": "maybe"})
-    with pytest.raises(InvalidConfigError, match="segment.bytes"):
+    with pytest.raises(InvalidConfigError, match=r"segment\.bytes"):
         BrokerConfig.from_dict({"log.segment.bytes": "-5"})
     with pytest.raises(InvalidConfigError, match="SSL"):
         BrokerConfig.from_dict({"listeners": "SSL://127.0.0.1:9093"})
