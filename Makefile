@@ -1,6 +1,7 @@
 # logstore: every set-up step lives here, so a fresh machine needs only `make test`.
 #
-#   make run     build, then run the main job (the embedded engine example)
+#   make run     build, then run the main job: a broker on 127.0.0.1:9092 with ./data
+#   make example the embedded engine example (a Store in ./data, no network)
 #   make test    create .venv, install system and Python packages, build the
 #                C core, lint, type-check and run the whole suite
 #   LOGSTORE_SANITIZE=1 make test   the same with ASan + UBSan in the C core
@@ -24,7 +25,7 @@ else
 SANITIZER_ENV :=
 endif
 
-.PHONY: run test lint typecheck unit bench system-packages clean
+.PHONY: run example test lint typecheck unit bench system-packages clean
 
 system-packages:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -44,6 +45,9 @@ $(STAMP): $(VENV)/bin/python $(NATIVE_SOURCES) | system-packages
 	touch $@
 
 run: $(STAMP)
+	$(PY) -m logstore broker --data-dir ./data --listeners PLAINTEXT://127.0.0.1:9092
+
+example: $(STAMP)
 	$(PY) -m logstore.examples.embedded
 
 lint: $(STAMP)
