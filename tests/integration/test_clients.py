@@ -294,3 +294,48 @@ def test_sigterm_is_clean_and_data_survives(broker: BrokerProcess) -> None:
     assert [m.value() for m in consume_confluent(broker.bootstrap, "durable", 100)] == [
         b"d%d" % i for i in range(100)
     ]
+
+
+def test_aiokafka(broker: BrokerProcess) -> None:
+    """aiokafka 0.14: idempotent produce with headers, consume, offsets by time."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as ATopicPartition
+
+    async def scenario() -> tuple[list[Any], list[Any], int | None]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap, enable_idempotence=True, compression_type="lz4"
+        )
+        await producer.start()
+        try:
+            sent = [
+                await producer.send_and_wait("aio", b"v%d" % i, key=b"k", headers=[("a", b"%d" % i)])
+                for i in range(20)
+            ]
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            tp = ATopicPartition("aio", 0)
+            consumer.assign([tp])
+            got: list[Any] = []
+            deadline = time.monotonic() + DEADLINE_S
+            while len(got) < 20 and time.monotonic() < deadline:
+                for messages in (await consumer.getmany(timeout_ms=500)).values():
+                    got += messages
+            found = (await consumer.offsets_for_times({tp: sent[5].timestamp}))[tp]
+        finally:
+            await consumer.stop()
+        return sent, got, found.offset if found else None
+
+    sent, got, by_time = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert [m.offset for m in sent] == list(range(20))
+    assert [(m.offset, m.value, m.headers) for m in got] == [
+        (i, b"v%d" % i, (("a", b"%d" % i),)) for i in range(20)
+    ]
+    # The first record at or after the timestamp (records can share a millisecond).
+    assert by_time is not None
+    assert sent[by_time].timestamp == sent[5].timestamp
+    assert by_time == 0 or sent[by_time - 1].timestamp < sent[5].timestamp
