@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import time
+import typing
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -79,8 +80,8 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol --------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = typing.cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.broker.connections.add(self)
@@ -167,12 +168,7 @@ class Connection(asyncio.Protocol):
         try:
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
-                    if chunk.size:
-                        sent = await loop.sendfile(transport, chunk, chunk.position, chunk.size)  # type: ignore[arg-type]
-                        if sent != chunk.size:
-                            raise ConnectionError(
-                                f"segment shrank while sending ({sent} of {chunk.size} bytes)"
-                            )
+                    await self._send_region(loop, transport, chunk)
                 elif chunk:
                     transport.write(chunk)
         finally:
@@ -181,6 +177,26 @@ class Connection(asyncio.Protocol):
                     chunk.close()
         if not self._writable.is_set():
             await self._writable.wait()
+
+    async def _send_region(
+        self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, region: FileRegion
+    ) -> None:
+        """Segment bytes to the socket: ``loop.sendfile`` (zero copy), or pread where the loop lacks it (uvloop)."""
+        if not region.size:
+            return
+        if self.broker.native_sendfile:
+            try:
+                sent = await loop.sendfile(transport, region, region.position, region.size)  # type: ignore[arg-type]
+            except NotImplementedError:
+                self.broker.native_sendfile = False
+            else:
+                if sent != region.size:
+                    raise ConnectionError(f"segment shrank while sending ({sent} of {region.size} bytes)")
+                return
+        data = os.pread(region.fd, region.size, region.position)
+        if len(data) != region.size:
+            raise ConnectionError(f"segment shrank while sending ({len(data)} of {region.size} bytes)")
+        transport.write(data)
 
     def close(self, reason: str, abort: bool = False, quiet: bool = False) -> None:
         if not quiet:
@@ -226,6 +242,8 @@ class Broker:
         self.connections: set[Connection] = set()
         self._producer_states: dict[tuple[str, int], tuple[Any, PartitionProducers]] = {}
         self.bound: list[tuple[str, int]] = []
+        # loop.sendfile works on asyncio's own loops; uvloop raises NotImplementedError.
+        self.native_sendfile = True
         self._servers: list[asyncio.AbstractServer] = []
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
@@ -256,6 +274,11 @@ class Broker:
         state = PartitionProducers.rebuild(log, self.config.producer_id_expiration_ms)
         self._producer_states[(topic, partition)] = (log, state)
         return state
+
+    def forget_topic(self, name: str) -> None:
+        """Drop the cached producer state of every partition of ``name`` (DeleteTopics)."""
+        for key in [key for key in self._producer_states if key[0] == name]:
+            del self._producer_states[key]
 
     # -- lifecycle -----------------------------------------------------------
 

@@ -14,12 +14,12 @@ from kio.static.constants import EntityType
 
 def request_class(api_key: int, version: int) -> type:
     module = load_payload_module(api_key, version, EntityType.request)
-    return next(v for k, v in vars(module).items() if k.endswith("Request") and hasattr(v, "__flexible__"))
+    return next(v for v in vars(module).values() if getattr(v, "__type__", None) == EntityType.request)
 
 
 def response_class(api_key: int, version: int) -> type:
     module = load_payload_module(api_key, version, EntityType.response)
-    return next(v for k, v in vars(module).items() if k.endswith("Response") and hasattr(v, "__flexible__"))
+    return next(v for v in vars(module).values() if getattr(v, "__type__", None) == EntityType.response)
 
 
 def encode_request(request: Any, correlation_id: int, client_id: str = "wire-test") -> bytes:
