@@ -261,12 +261,31 @@ class LogConfig:
         """A new config with more keys set (AlterConfigs)."""
         return LogConfig.from_dict({**self.overrides, **config}, defaults=self.defaults)
 
+    def with_overrides_replaced(self, config: Mapping[str, Any]) -> LogConfig:
+        """A new config whose overrides are exactly ``config``, over the same defaults.
+
+        A key left out falls back to its default: this is how an override is
+        dropped (Kafka's AlterConfigs replaces the whole set; IncrementalAlterConfigs
+        DELETE removes one key).
+
+        >>> config = LogConfig.from_dict({"retention.ms": "1000", "segment.bytes": "4096"})
+        >>> smaller = config.with_overrides_replaced({"segment.bytes": 8192})
+        >>> dict(smaller.overrides), smaller.retention_ms
+        ({'segment.bytes': 8192}, 604800000)
+        """
+        return LogConfig.from_dict(config, defaults=self.defaults)
+
     def to_properties(self) -> dict[str, str]:
         """The explicit keys as Kafka-style strings (what is persisted)."""
-        return {name: _render(value) for name, value in sorted(self.overrides.items())}
+        return {name: render_value(value) for name, value in sorted(self.overrides.items())}
 
 
-def _render(value: Any) -> str:
+def render_value(value: Any) -> str:
+    """A parsed config value as Kafka writes it: ``true``, ``delete,compact``, ``0.5``.
+
+    >>> render_value(("compact", "delete")), render_value(False), render_value(60000)
+    ('compact,delete', 'false', '60000')
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, tuple):

@@ -245,15 +245,26 @@ class Store:
         """Set topic config keys (persisted); the logs use them from now on."""
         with self._lock:
             self._check_open()
-            if name not in self._topic_configs:
-                raise UnknownTopicError(f"unknown topic {name!r}")
-            new = self._topic_configs[name].with_overrides(config)
-            self._topic_configs[name] = new
-            for (topic, _), log in self._logs.items():
-                if topic == name:
-                    log.config = new
-            self._persist_topic(name, self.partitions(name))
-            return new
+            return self._install_config(name, self.topic_config(name).with_overrides(config))
+
+    def set_topic_overrides(self, name: str, config: Mapping[str, Any]) -> LogConfig:
+        """Make ``config`` the topic's whole set of overrides (persisted); returns the new config.
+
+        Keys not in ``config`` go back to the broker defaults, so this both sets
+        and drops overrides. A bad key or value raises InvalidConfigError and
+        changes nothing.
+        """
+        with self._lock:
+            self._check_open()
+            return self._install_config(name, self.topic_config(name).with_overrides_replaced(config))
+
+    def _install_config(self, name: str, new: LogConfig) -> LogConfig:
+        self._topic_configs[name] = new
+        for (topic, _), log in self._logs.items():
+            if topic == name:
+                log.config = new
+        self._persist_topic(name, self.partitions(name))
+        return new
 
     def topic_config(self, name: str) -> LogConfig:
         try:

@@ -1,0 +1,212 @@
+"""CreateTopics (key 19): create topics, checked the way Kafka's controller checks them.
+
+Per topic, in Kafka's order: a name given twice in the request is
+INVALID_REQUEST ("Duplicate topic name."); an illegal name, or one that
+collides with an existing topic once '.' and '_' are treated alike, is
+INVALID_TOPIC_EXCEPTION; an existing topic is TOPIC_ALREADY_EXISTS; a bad
+config (unknown key, bad value, null value) is INVALID_CONFIG with the
+reason. Then the layout: ``num_partitions`` -1 takes ``num.partitions``,
+``replication_factor`` -1 takes ``default.replication.factor``; 0 or below
+-1 is INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR, and a factor above 1
+is INVALID_REPLICATION_FACTOR (one broker). A manual assignment needs both
+counts at -1 (else INVALID_REQUEST), one replica per partition, that
+replica our node id, and partitions 0..n-1 (else INVALID_REPLICA_ASSIGNMENT,
+with Kafka's messages). Every error carries a message.
+
+``validate_only`` runs every check and creates nothing. From v5 a result
+carries the partition count, replication factor 1 and the topic's resulting
+configs (as DescribeConfigs reports them); v7 adds the topic ID (the zero
+UUID for ``validate_only``: no topic exists). The request timeout is not
+used: creation is done when the response is sent. kio starts at v2.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.apis.describe_configs import topic_entries
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import Broker, RequestContext
+from logstore.broker.topics import error_for
+from logstore.errors import InvalidArgumentError, InvalidConfigError, LogstoreError
+from logstore.storage.config import LogConfig
+from logstore.storage.manager import validate_topic_name
+
+_log = logging.getLogger("logstore.broker")
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+class Refused(Exception):
+    """A topic that cannot be created: its error code and message."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+def manual_assignment_error(broker: Broker, replicas: Any) -> str | None:
+    """Kafka's complaint about one partition's replica list on a one-broker cluster, or None."""
+    if not replicas:
+        return "The manual partition assignment includes an empty replica list."
+    for replica in replicas:
+        if replica != broker.node_id:
+            return f"The manual partition assignment includes broker {replica}, but no such broker is registered."
+    if len(replicas) > 1:
+        return f"The manual partition assignment includes the broker {replicas[0]} more than once."
+    return None
+
+
+def _partition_count(broker: Broker, topic: Any) -> int:
+    """How many partitions the request asks for, or Refused."""
+    if topic.assignments:
+        if topic.replication_factor != -1:
+            raise Refused(
+                ErrorCode.invalid_request,
+                "A manual partition assignment was specified, but replication factor was not set to -1.",
+            )
+        if topic.num_partitions != -1:
+            raise Refused(
+                ErrorCode.invalid_request,
+                "A manual partition assignment was specified, but numPartitions was not set to -1.",
+            )
+        seen: set[int] = set()
+        for assignment in topic.assignments:
+            if assignment.partition_index in seen:
+                raise Refused(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Found multiple manual partition assignments for partition {assignment.partition_index}",
+                )
+            seen.add(assignment.partition_index)
+            problem = manual_assignment_error(broker, assignment.broker_ids)
+            if problem is not None:
+                raise Refused(ErrorCode.invalid_replica_assignment, problem)
+        if seen != set(range(len(seen))):
+            raise Refused(
+                ErrorCode.invalid_replica_assignment,
+                "partitions should be a consecutive 0-based integer sequence",
+            )
+        return len(seen)
+    if topic.replication_factor < -1 or topic.replication_factor == 0:
+        raise Refused(
+            ErrorCode.invalid_replication_factor,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    if topic.num_partitions < -1 or topic.num_partitions == 0:
+        raise Refused(
+            ErrorCode.invalid_partitions,
+            "Number of partitions must be larger than 0, or -1 to use the default value.",
+        )
+    factor = (
+        broker.config.default_replication_factor
+        if topic.replication_factor == -1
+        else topic.replication_factor
+    )
+    if factor > 1:
+        raise Refused(
+            ErrorCode.invalid_replication_factor,
+            f"Unable to replicate the partition {factor} time(s): The target replication factor of "
+            f"{factor} cannot be reached because only 1 broker(s) are registered.",
+        )
+    return int(broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions)
+
+
+def _check(broker: Broker, topic: Any) -> tuple[int, LogConfig]:
+    """(partitions, config) for a creatable topic, or Refused."""
+    store = broker.store
+    name = topic.name
+    try:
+        validate_topic_name(name)
+    except InvalidArgumentError as e:
+        raise Refused(ErrorCode.invalid_topic_exception, str(e)) from None
+    if store.has_topic(name):
+        raise Refused(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+    if "." in name or "_" in name:
+        unified = name.replace(".", "_")
+        for existing in store.topics():
+            if existing.replace(".", "_") == unified:
+                raise Refused(
+                    ErrorCode.invalid_topic_exception,
+                    f"Topic '{name}' collides with existing topic: {existing}",
+                )
+    nulls = [config.name for config in topic.configs if config.value is None]
+    if nulls:
+        raise Refused(
+            ErrorCode.invalid_config, f"Null value not supported for topic configs: {','.join(nulls)}"
+        )
+    try:
+        config = LogConfig.from_dict({c.name: c.value for c in topic.configs}, defaults=store.defaults)
+    except InvalidConfigError as e:
+        raise Refused(ErrorCode.invalid_config, str(e)) from None
+    return _partition_count(broker, topic), config
+
+
+def _create(broker: Broker, topic: Any, validate_only: bool) -> tuple[int, LogConfig, uuid.UUID]:
+    partitions, config = _check(broker, topic)
+    if validate_only:
+        return partitions, config, _ZERO_UUID
+    try:
+        broker.store.create_topic(topic.name, partitions, config.overrides)
+    except (LogstoreError, OSError) as e:
+        raise Refused(error_for(e), str(e)) from None
+    _log.info("created topic %s with %d partitions", topic.name, partitions)
+    return partitions, broker.store.topic_config(topic.name), broker.store.topic_id(topic.name)
+
+
+def _config_results(ctx: RequestContext, module: Any, config: LogConfig) -> tuple[Any, ...]:
+    return tuple(
+        build(
+            module.CreatableTopicConfigs,
+            name=entry.name,
+            value=entry.value,
+            read_only=entry.read_only,
+            config_source=entry.source,
+            is_sensitive=False,
+        )
+        for entry in topic_entries(ctx.broker, config)
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(19, ctx.version).response_module
+    counts = Counter(topic.name for topic in request.topics)
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            continue
+        fields: dict[str, Any] = {"topic_id": _ZERO_UUID, "configs": ()}
+        try:
+            partitions, config, topic_id = _create(ctx.broker, topic, request.validate_only)
+        except Refused as e:
+            fields.update(error_code=e.error, error_message=e.message)
+        else:
+            fields.update(
+                error_code=ErrorCode.none,
+                error_message=None,
+                topic_id=topic_id,
+                num_partitions=partitions,
+                replication_factor=1,
+                configs=_config_results(ctx, module, config) if ctx.version >= 5 else (),
+            )
+        results.append(build(module.CreatableTopicResult, name=topic.name, **fields))
+    for name in (name for name, count in counts.items() if count > 1):
+        results.append(
+            build(
+                module.CreatableTopicResult,
+                name=name,
+                topic_id=_ZERO_UUID,
+                error_code=ErrorCode.invalid_request,
+                error_message="Duplicate topic name.",
+                configs=(),
+            )
+        )
+    return build(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+API = Api(key=19, name="CreateTopics", min_version=2, max_version=7, handle=handle)

@@ -1,0 +1,72 @@
+"""DeleteRecords (key 21): move partitions' log start offset forward.
+
+Per partition, as Kafka's leader does it: offset -1 means the high
+watermark; any other negative offset, or one above the high watermark, is
+OFFSET_OUT_OF_RANGE. An offset at or below the current log start changes
+nothing. Segments wholly below the new start are deleted; records below it
+are no longer readable (a fetch there gets OFFSET_OUT_OF_RANGE). The result
+is the partition's low watermark (its new log start), -1 on error.
+
+An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION; an internal
+topic INVALID_TOPIC_EXCEPTION ("Cannot delete records of internal topic");
+a topic whose ``cleanup.policy`` lacks ``delete`` POLICY_VIOLATION. The new
+log start is kept in memory at once and written with the
+``log-start-offset`` checkpoint (periodically and on clean shutdown, as in
+Kafka). The request timeout is not used: there are no followers to wait for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import Broker, RequestContext
+from logstore.broker.topics import INTERNAL_TOPICS, error_for
+from logstore.errors import LogstoreError
+
+HIGH_WATERMARK = -1
+
+
+def delete_before(broker: Broker, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
+    """(error, low watermark) after deleting the records of one partition below ``offset``."""
+    store = broker.store
+    if not store.has_topic(topic) or not 0 <= partition < store.partitions(topic):
+        return ErrorCode.unknown_topic_or_partition, -1
+    if topic in INTERNAL_TOPICS:
+        return ErrorCode.invalid_topic_exception, -1
+    log = store.log(topic, partition)
+    if "delete" not in log.config.cleanup_policy:
+        return ErrorCode.policy_violation, -1
+    if offset == HIGH_WATERMARK:
+        offset = log.high_watermark
+    if offset < 0:
+        return ErrorCode.offset_out_of_range, -1
+    try:
+        return ErrorCode.none, log.delete_records(offset)
+    except (LogstoreError, OSError) as e:
+        return error_for(e), -1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(21, ctx.version).response_module
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for partition in topic.partitions:
+            error, low = delete_before(ctx.broker, topic.name, partition.partition_index, partition.offset)
+            partitions.append(
+                build(
+                    module.DeleteRecordsPartitionResult,
+                    partition_index=partition.partition_index,
+                    low_watermark=low,
+                    error_code=error,
+                )
+            )
+        topics.append(build(module.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(partitions)))
+    return build(module.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+API = Api(key=21, name="DeleteRecords", min_version=0, max_version=2, handle=handle)

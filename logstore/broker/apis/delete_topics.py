@@ -1,0 +1,137 @@
+"""DeleteTopics (key 20): delete topics by name, or from v6 by topic ID.
+
+With ``delete.topic.enable=false`` every topic in the request fails with
+TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3, which lacks that code),
+as in Kafka. Otherwise, per topic: an unknown name is
+UNKNOWN_TOPIC_OR_PARTITION, an unknown ID UNKNOWN_TOPIC_ID; a name given
+twice, an ID given twice, both a name and an ID in one entry, neither, or a
+name whose ID is also in the request are INVALID_REQUEST with Kafka's
+messages. Internal topic names are deleted like any other (Kafka's
+controller does not refuse them either).
+
+A deleted topic's logs are removed from disk before the response is sent.
+The broker forgets the topic's producer state, and fetches waiting on its
+partitions are woken (they then see UNKNOWN_TOPIC_OR_PARTITION). Results
+carry the topic ID from v6, messages from v5. kio starts at v1.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import Broker, RequestContext
+from logstore.broker.topics import error_for
+from logstore.errors import LogstoreError
+
+_log = logging.getLogger("logstore.broker")
+_ZERO_UUID = uuid.UUID(int=0)
+
+Result = tuple[str | None, uuid.UUID, ErrorCode, str | None]
+
+
+def _requested(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid.UUID]]:
+    """(name, id) per entry; the zero UUID when no ID was given."""
+    if ctx.version < 6:
+        return [(name, _ZERO_UUID) for name in request.topic_names]
+    return [(topic.name, topic.topic_id or _ZERO_UUID) for topic in request.topics]
+
+
+def delete_topic(broker: Broker, name: str) -> tuple[ErrorCode, str | None]:
+    """Delete one topic and everything the broker keeps for it."""
+    try:
+        partitions = broker.store.partitions(name)
+        broker.store.delete_topic(name)
+    except (LogstoreError, OSError) as e:
+        return error_for(e), str(e)
+    broker.forget_topic(name)
+    for partition in range(partitions):
+        broker.purgatory.notify((name, partition))
+    _log.info("deleted topic %s (%d partitions)", name, partitions)
+    return ErrorCode.none, None
+
+
+def _delete_all(broker: Broker, entries: list[tuple[str | None, uuid.UUID]]) -> list[Result]:
+    store = broker.store
+    results: list[Result] = []
+    names = Counter(name for name, topic_id in entries if name is not None and topic_id == _ZERO_UUID)
+    ids = Counter(topic_id for name, topic_id in entries if name is None and topic_id != _ZERO_UUID)
+    targets: dict[uuid.UUID, str] = {}  # id -> name of every topic to delete
+    for name, topic_id in entries:
+        if name is None and topic_id == _ZERO_UUID:
+            results.append(
+                (None, _ZERO_UUID, ErrorCode.invalid_request, "Neither topic name nor id were specified.")
+            )
+        elif name is not None and topic_id != _ZERO_UUID:
+            results.append(
+                (
+                    name,
+                    topic_id,
+                    ErrorCode.invalid_request,
+                    "You may not specify both topic name and topic id.",
+                )
+            )
+    for name, count in names.items():
+        if count > 1:
+            results.append((name, _ZERO_UUID, ErrorCode.invalid_request, "Duplicate topic name."))
+    for topic_id, count in ids.items():
+        if count > 1:
+            results.append((None, topic_id, ErrorCode.invalid_request, "Duplicate topic id."))
+        else:
+            found = store.topic_by_id(topic_id)
+            if found is None:
+                results.append((None, topic_id, ErrorCode.unknown_topic_id, f"No topic with ID {topic_id}."))
+            else:
+                targets[topic_id] = found
+    for name, count in names.items():
+        if count > 1:
+            continue
+        if not store.has_topic(name):
+            results.append(
+                (name, _ZERO_UUID, ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
+            )
+            continue
+        topic_id = store.topic_id(name)
+        if topic_id in targets or ids[topic_id] > 1:
+            targets.pop(topic_id, None)
+            results.append(
+                (
+                    name,
+                    topic_id,
+                    ErrorCode.invalid_request,
+                    "The provided topic name maps to an ID that was already supplied.",
+                )
+            )
+            continue
+        targets[topic_id] = name
+    for topic_id, name in targets.items():
+        results.append((name, topic_id, *delete_topic(broker, name)))
+    return results
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(20, ctx.version).response_module
+    entries = _requested(ctx, request)
+    if not ctx.broker.config.delete_topic_enable:
+        error = ErrorCode.topic_deletion_disabled if ctx.version >= 3 else ErrorCode.invalid_request
+        results: list[Result] = [
+            (name, topic_id, error, "Topic deletion is disabled.") for name, topic_id in entries
+        ]
+    else:
+        results = _delete_all(ctx.broker, entries)
+    responses = tuple(
+        build(
+            module.DeletableTopicResult, name=name, topic_id=topic_id, error_code=error, error_message=message
+        )
+        for name, topic_id, error, message in results
+    )
+    return build(module.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=responses)
+
+
+API = Api(key=20, name="DeleteTopics", min_version=1, max_version=6, handle=handle)

@@ -1,0 +1,82 @@
+"""DescribeCluster (key 60): this broker, the cluster ID, and the controller (this broker too).
+
+The one broker is listed with its advertised host and port, no rack, and
+never fenced (v2). From v1 a client names the endpoint type it wants:
+brokers (1) are served; controllers (2) get MISMATCHED_ENDPOINT_TYPE and
+any other type UNSUPPORTED_ENDPOINT_TYPE, with Kafka's messages (a
+broker listener answers so in Kafka too). There is no authorizer, so when
+the client asks for the cluster's authorized operations it gets every
+operation Kafka defines on a cluster (what Kafka answers without an
+authorizer); otherwise the field is Kafka's "not asked" value, INT32_MIN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import RequestContext
+
+BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+NOT_REQUESTED = -(2**31)
+# AclOperation codes allowed on a CLUSTER: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
+# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+CLUSTER_OPERATIONS = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
+
+
+def _endpoint_error(endpoint_type: int) -> tuple[ErrorCode, str | None]:
+    if endpoint_type == BROKER_ENDPOINT:
+        return ErrorCode.none, None
+    if endpoint_type == CONTROLLER_ENDPOINT:
+        return (
+            ErrorCode.mismatched_endpoint_type,
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
+        )
+    return ErrorCode.unsupported_endpoint_type, f"Unsupported endpoint type {endpoint_type}"
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    module = codec(60, ctx.version).response_module
+    error, message = _endpoint_error(getattr(request, "endpoint_type", BROKER_ENDPOINT))
+    if error != ErrorCode.none:
+        return build(
+            module.DescribeClusterResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            error_message=message,
+            endpoint_type=BROKER_ENDPOINT,
+            cluster_id="",
+            controller_id=-1,
+            brokers=(),
+            cluster_authorized_operations=NOT_REQUESTED,
+        )
+    host, port = broker.advertised
+    return build(
+        module.DescribeClusterResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=BROKER_ENDPOINT,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=(
+            build(
+                module.DescribeClusterBroker,
+                broker_id=broker.node_id,
+                host=host,
+                port=port,
+                rack=None,
+                is_fenced=False,
+            ),
+        ),
+        cluster_authorized_operations=(
+            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
+        ),
+    )
+
+
+API = Api(key=60, name="DescribeCluster", min_version=0, max_version=2, handle=handle)

@@ -1,0 +1,114 @@
+"""IncrementalAlterConfigs (key 44): change single topic config keys.
+
+Operations, per key: SET (0) gives it a value, DELETE (1) drops the topic's
+override so the default applies again, APPEND (2) and SUBTRACT (3) add or
+remove comma-separated items of a list key (``cleanup.policy``; any other
+key is INVALID_CONFIG "its type is not LIST", as in Kafka). APPEND and
+SUBTRACT start from the key's current effective value (Kafka starts from
+the override, else the key's built-in default, ignoring a broker-level
+``log.*`` setting; we take that setting into account). The resulting set
+of overrides is checked whole (unknown key, bad value, a null value for
+SET/APPEND/SUBTRACT: INVALID_CONFIG with the reason) and then persisted
+through the Store; ``validate_only`` checks and changes nothing.
+
+A key named twice in one resource or an unknown operation is
+INVALID_REQUEST. BROKER resources, other resource types and duplicate
+resources are answered as AlterConfigs answers them: this broker has no
+dynamic broker configs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.apis.alter_configs import (
+    Outcome,
+    broker_change_error,
+    null_values_error,
+    outcomes,
+    set_topic_overrides,
+    unsupported_type,
+)
+from logstore.broker.apis.describe_configs import BROKER, TOPIC, topic_resource_error
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import RequestContext
+from logstore.storage.config import CONFIG_KEYS
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+
+def _apply(overrides: dict[str, Any], current: Any, change: Any) -> Outcome:
+    """Apply one operation to ``overrides`` in place; ``current`` is the key's effective value."""
+    name, op, value = change.name, change.config_operation, change.value
+    if op == DELETE:
+        overrides.pop(name, None)
+        return ErrorCode.none, None
+    if value is None:
+        return null_values_error([name])
+    if op == SET:
+        overrides[name] = value
+        return ErrorCode.none, None
+    key = CONFIG_KEYS.get(name)
+    if key is None:
+        return ErrorCode.invalid_config, f"unknown topic config {name!r}"
+    if key.kind != "list":
+        return ErrorCode.invalid_config, f"Can't {_NAMES[op]} to key {name} because its type is not LIST."
+    items = list(overrides.get(name, current))  # a parsed tuple: each key comes once per resource
+    for item in (part.strip() for part in value.split(",")):
+        if op == APPEND and item and item not in items:
+            items.append(item)
+        elif op == SUBTRACT and item in items:
+            items.remove(item)
+    overrides[name] = ",".join(items)
+    return ErrorCode.none, None
+
+
+def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
+    broker = ctx.broker
+    name = resource.resource_name
+    changes = resource.configs
+    repeated = sorted(key for key, count in Counter(c.name for c in changes).items() if count > 1)
+    if repeated:
+        return ErrorCode.invalid_request, f"Error due to duplicate config keys: {', '.join(repeated)}"
+    unknown_ops = sorted({c.config_operation for c in changes} - set(_NAMES))
+    if unknown_ops:
+        return ErrorCode.invalid_request, f"Unknown alter config operation type {unknown_ops[0]}"
+    if resource.resource_type == BROKER:
+        return broker_change_error(broker, name, [c.name for c in changes])
+    if resource.resource_type != TOPIC:
+        return unsupported_type(resource.resource_type)
+    error, message = topic_resource_error(broker, name)
+    if error != ErrorCode.none:
+        return error, message
+    config = broker.store.topic_config(name)
+    overrides: dict[str, Any] = dict(config.overrides)
+    for change in changes:
+        error, message = _apply(overrides, config.values.get(change.name, ()), change)
+        if error != ErrorCode.none:
+            return error, message
+    return set_topic_overrides(broker, name, overrides, validate_only)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(44, ctx.version).response_module
+    responses = tuple(
+        build(
+            module.AlterConfigsResourceResponse,
+            error_code=error,
+            error_message=message,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+        for resource, error, message in outcomes(
+            request.resources, lambda resource: _alter(ctx, resource, request.validate_only)
+        )
+    )
+    return build(module.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=responses)
+
+
+API = Api(key=44, name="IncrementalAlterConfigs", min_version=0, max_version=1, handle=handle)
