@@ -1,3 +1,6 @@
+"""``python -m logstore``: the ``logstore`` command."""
+
 from logstore.cli import main
 
-main()
+if __name__ == "__main__":
+    main()

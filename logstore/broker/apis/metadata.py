@@ -16,11 +16,15 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.apis.describe_cluster import CLUSTER_OPERATIONS
 from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
 from logstore.broker.topics import INTERNAL_TOPICS, topic_error
 
 _AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+# Without an authorizer Kafka allows every operation: READ, WRITE, CREATE, DELETE,
+# ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes).
+TOPIC_OPERATIONS = sum(1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
 def _requested(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid.UUID | None]] | None:
@@ -41,7 +45,7 @@ def _requested(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid
 
 
 def topic_metadata(
-    ctx: RequestContext, module: Any, name: str | None, error: ErrorCode, topic_id: Any
+    ctx: RequestContext, module: Any, name: str | None, error: ErrorCode, topic_id: Any, operations: int
 ) -> Any:
     broker = ctx.broker
     partitions: tuple[Any, ...] = ()
@@ -68,7 +72,7 @@ def topic_metadata(
         topic_id=topic_id or uuid.UUID(int=0),
         is_internal=name in INTERNAL_TOPICS,
         partitions=partitions,
-        topic_authorized_operations=_AUTHORIZED_OPERATIONS_UNKNOWN,
+        topic_authorized_operations=operations,
     )
 
 
@@ -77,17 +81,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(3, ctx.version).response_module
     auto_create = getattr(request, "allow_auto_topic_creation", True)
     requested = _requested(ctx, request)
+    include = getattr(request, "include_topic_authorized_operations", False)
+    operations = TOPIC_OPERATIONS if include else _AUTHORIZED_OPERATIONS_UNKNOWN
+    cluster_operations = (
+        CLUSTER_OPERATIONS
+        if getattr(request, "include_cluster_authorized_operations", False)
+        else _AUTHORIZED_OPERATIONS_UNKNOWN
+    )
     topics: list[Any] = []
     if requested is None:
         for existing in broker.store.topics():
-            topics.append(topic_metadata(ctx, module, existing, ErrorCode.none, None))
+            topics.append(topic_metadata(ctx, module, existing, ErrorCode.none, None, operations))
     else:
         for name, topic_id in requested:
             if name is None and topic_id is not None:
                 error = ErrorCode.unknown_topic_id
             else:
                 error = topic_error(broker, name, auto_create)
-            topics.append(topic_metadata(ctx, module, name, error, topic_id))
+            topics.append(topic_metadata(ctx, module, name, error, topic_id, operations))
     host, port = broker.advertised
     return build(
         module.MetadataResponse,
@@ -98,7 +109,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=tuple(topics),
-        cluster_authorized_operations=_AUTHORIZED_OPERATIONS_UNKNOWN,
+        cluster_authorized_operations=cluster_operations,
     )
 
 
