@@ -24,11 +24,11 @@ from typing import Any
 
 from logstore.broker.apis import registry
 from logstore.broker.config import BrokerConfig
+from logstore.broker.framing import Frame, FrameReader, FrameSizeError
 from logstore.broker.producers import PartitionProducers, ProducerIds
 from logstore.broker.protocol import (
     API_VERSIONS_KEY,
     HEADER,
-    SIZE,
     FileRegion,
     ProtocolError,
     RequestHeader,
@@ -58,8 +58,8 @@ class RequestContext:
         return self.header.api_version
 
 
-class Connection(asyncio.Protocol):
-    """One client connection: frames in, responses out in request order."""
+class Connection(asyncio.BufferedProtocol):
+    """One client connection: frames in (see framing.py), responses out in request order."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -68,8 +68,8 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.last_active = time.monotonic()
         self.busy = False
-        self._buffer = bytearray()
-        self._frames: collections.deque[bytes] = collections.deque()
+        self._reader = FrameReader(broker.config.socket_request_max_bytes)
+        self._frames: collections.deque[Frame] = collections.deque()
         self._queued = 0
         self._reading_paused = False
         self._wake = asyncio.Event()
@@ -87,27 +87,20 @@ class Connection(asyncio.Protocol):
         self.broker.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
-        buffer = self._buffer
-        buffer += data
-        limit = self.broker.config.socket_request_max_bytes
-        while len(buffer) >= 4:
-            (size,) = SIZE.unpack_from(buffer, 0)
-            if size < HEADER.size or size > limit:
-                self.close(
-                    f"a frame of {size} bytes (allowed: {HEADER.size} to socket.request.max.bytes={limit})",
-                    abort=True,
-                )
-                return
-            if len(buffer) < 4 + size:
-                break
-            with memoryview(buffer) as view:
-                frame = bytes(view[4 : 4 + size])
-            del buffer[: 4 + size]
+        try:
+            frames = self._reader.buffer_updated(nbytes)
+        except FrameSizeError as e:
+            self.close(str(e), abort=True)
+            return
+        for frame in frames:
             self._frames.append(frame)
-            self._queued += size
-        if self._frames:
+            self._queued += len(frame)
+        if frames:
             self._wake.set()
         if self._queued > QUEUED_BYTES_MAX and not self._reading_paused and self.transport is not None:
             self.transport.pause_reading()
@@ -145,10 +138,11 @@ class Connection(asyncio.Protocol):
                     self._reading_paused = False
                 self.busy = True
                 try:
-                    chunks = await self.broker.handle(frame, self)
+                    chunks = await self.broker.handle(frame.data, self)
                     if chunks is not None and not self.closed:
                         await self._send(chunks)
                 finally:
+                    self._reader.release(frame)
                     self.busy = False
                     self.last_active = time.monotonic()
         except ProtocolError as e:
@@ -336,7 +330,7 @@ class Broker:
 
     # -- dispatch ------------------------------------------------------------
 
-    async def handle(self, frame: bytes, connection: Connection) -> list[Any] | None:
+    async def handle(self, frame: bytes | memoryview, connection: Connection) -> list[Any] | None:
         """Serve one request frame; returns the response frame's chunks, or None."""
         api_key, version, correlation_id = HEADER.unpack_from(frame, 0)
         api = registry().get(api_key)
@@ -353,7 +347,13 @@ class Broker:
         codec_ = codec(api_key, version)
         header = parse_header(frame, codec_.flexible)
         try:
-            request, _ = codec_.read(frame, header.body_offset)
+            if api.decode is not None:
+                request, _ = api.decode(frame, header.body_offset, version)
+            else:  # kio reads only read-only buffers
+                readonly = frame if isinstance(frame, bytes) else frame.toreadonly()
+                request, _ = codec_.read(readonly, header.body_offset)  # type: ignore[arg-type]
+        except ProtocolError:
+            raise
         except Exception as e:
             raise ProtocolError(
                 f"cannot decode {api.name} v{version} from {header.client_id!r}: {e}"

@@ -31,6 +31,8 @@ class Api:
     min_version: int
     max_version: int
     handle: Handler
+    # A decoder used instead of kio's: (frame, body offset, version) -> (request, size).
+    decode: Callable[[bytes | memoryview, int, int], tuple[Any, int]] | None = None
 
 
 _MODULES = (

@@ -29,7 +29,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.apis import Api, produce_decode
 from logstore.broker.producers import last_sequence
 from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import Broker, RequestContext
@@ -61,7 +61,7 @@ class PartitionResult:
 
 
 def _check_batch(
-    broker: Broker, topic: str, records: bytes | None, acks: int
+    broker: Broker, topic: str, records: bytes | memoryview | None, acks: int
 ) -> PartitionResult | RecordBatch:
     if not records:
         return PartitionResult(ErrorCode.invalid_record, message="the request carries no record batch")
@@ -100,7 +100,7 @@ def _check_batch(
 
 
 async def append_partition(
-    broker: Broker, topic: str, partition: int, records: bytes | None, acks: int
+    broker: Broker, topic: str, partition: int, records: bytes | memoryview | None, acks: int
 ) -> PartitionResult:
     if not broker.store.has_topic(topic) or not 0 <= partition < broker.store.partitions(topic):
         return PartitionResult(ErrorCode.unknown_topic_or_partition)
@@ -119,7 +119,11 @@ async def append_partition(
             return PartitionResult(error, log_start=log.log_start_offset)
         if duplicate is not None:
             return PartitionResult(ErrorCode.none, duplicate.first_offset, -1, log.log_start_offset)
-    buffer = bytearray(records or b"")
+    # A large request's records are a writable view of its frame: offsets go in place.
+    writable = isinstance(records, memoryview) and not records.readonly
+    buffer: memoryview | bytearray = (
+        records if isinstance(records, memoryview) and writable else bytearray(records or b"")
+    )
     try:
         if log.config.flush_messages == 1:
             info = await asyncio.get_running_loop().run_in_executor(None, log.append_batch, buffer)
@@ -196,4 +200,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = Api(key=0, name="Produce", min_version=3, max_version=10, handle=handle)
+API = Api(key=0, name="Produce", min_version=3, max_version=10, handle=handle, decode=produce_decode.decode)

@@ -1,0 +1,149 @@
+"""The frame splitter and the zero-copy Produce decoder, against simple oracles (kio)."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import random
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.index import load_payload_module
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from logstore.broker.apis.produce_decode import decode
+from logstore.broker.framing import SCRATCH_SIZE, FrameReader, FrameSizeError
+from logstore.broker.protocol import ProtocolError
+
+
+def feed(reader: FrameReader, stream: bytes, rng: random.Random) -> list[bytes]:
+    """Deliver ``stream`` in random-sized pieces, as a socket would."""
+    frames = []
+    at = 0
+    while at < len(stream):
+        buffer = reader.get_buffer()
+        n = min(len(buffer), len(stream) - at, rng.randint(1, 300_000))
+        buffer[:n] = stream[at : at + n]
+        at += n
+        for frame in reader.buffer_updated(n):
+            frames.append(bytes(frame.data))
+            reader.release(frame)
+    return frames
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_frames_split_whatever_the_pieces(seed: int) -> None:
+    rng = random.Random(seed)
+    sizes = [
+        rng.choice([8, 9, 100, 5000, SCRATCH_SIZE - 4, SCRATCH_SIZE, 300_000, 1_100_000]) for _ in range(40)
+    ]
+    payloads = [rng.randbytes(size) for size in sizes]
+    stream = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+    assert feed(FrameReader(2_000_000), stream, rng) == payloads
+
+
+def test_large_frames_are_writable_views_of_recycled_buffers() -> None:
+    reader = FrameReader(4_000_000)
+    payload = b"x" * 1_000_000
+    seen = []
+    for _ in range(3):
+        stream = struct.pack(">i", len(payload)) + payload
+        at, frames = 0, []
+        while at < len(stream):
+            buffer = reader.get_buffer()
+            n = min(len(buffer), len(stream) - at)
+            buffer[:n] = stream[at : at + n]
+            at += n
+            frames += reader.buffer_updated(n)
+        (frame,) = frames
+        assert isinstance(frame.data, memoryview) and not frame.data.readonly
+        assert frame.data == payload
+        seen.append(id(frame.owner))
+        reader.release(frame)
+    assert len(set(seen)) == 1  # the same buffer each time: no fresh pages
+
+
+@pytest.mark.parametrize("size", [-1, 0, 7, 2_000_001])
+def test_bad_sizes(size: int) -> None:
+    reader = FrameReader(2_000_000)
+    reader.get_buffer()[:4] = struct.pack(">i", size)
+    with pytest.raises(FrameSizeError):
+        reader.buffer_updated(4)
+
+
+def encode(request: object) -> bytes:
+    out = io.BytesIO()
+    entity_writer(type(request))(out, request)
+    return out.getvalue()
+
+
+topics = st.lists(
+    st.tuples(
+        st.text(min_size=1, max_size=20),
+        st.lists(
+            st.tuples(st.integers(0, 2**31 - 1), st.one_of(st.none(), st.binary(max_size=200))), max_size=4
+        ),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    version=st.integers(3, 10),
+    transactional_id=st.one_of(st.none(), st.text(max_size=10)),
+    acks=st.sampled_from([-1, 0, 1]),
+    timeout=st.integers(0, 2**31 - 1),
+    topics=topics,
+)
+def test_produce_decode_matches_kio(
+    version: int, transactional_id: str | None, acks: int, timeout: int, topics: list
+) -> None:
+    module = load_payload_module(0, version, EntityType.request)
+    request = module.ProduceRequest(
+        transactional_id=transactional_id,
+        acks=acks,
+        timeout=datetime.timedelta(milliseconds=timeout),
+        topic_data=tuple(
+            module.TopicProduceData(
+                name=name,
+                partition_data=tuple(module.PartitionProduceData(index=i, records=r) for i, r in parts),
+            )
+            for name, parts in topics
+        ),
+    )
+    body = b"prefix" + encode(request)
+    ours, size = decode(bytearray(body), 6, version)
+    theirs, their_size = entity_reader(type(request))(body, 6)
+    assert size == their_size == len(body) - 6
+    assert (ours.transactional_id, ours.acks, ours.timeout) == (
+        theirs.transactional_id,
+        theirs.acks,
+        theirs.timeout,
+    )
+    assert [
+        (t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
+        for t in ours.topic_data
+    ] == [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in theirs.topic_data]
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_produce_decode_rejects_every_truncation(version: int) -> None:
+    module = load_payload_module(0, version, EntityType.request)
+    request = module.ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout=datetime.timedelta(milliseconds=100),
+        topic_data=(
+            module.TopicProduceData(
+                name="t", partition_data=(module.PartitionProduceData(index=0, records=b"r" * 50),)
+            ),
+        ),
+    )
+    body = encode(request)
+    for cut in range(len(body)):
+        with pytest.raises(ProtocolError):
+            decode(body[:cut], 0, version)
