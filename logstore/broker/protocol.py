@@ -25,6 +25,15 @@ from typing import Any
 
 from kio.index import load_payload_module
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
+)
 from kio.static.constants import EntityType
 
 NO_THROTTLE = datetime.timedelta(0)
@@ -86,6 +95,228 @@ def parse_header(frame: bytes, flexible: bool) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, at)
 
 
+# -- lengths checked before kio decodes -----------------------------------------
+#
+# kio's native reader sizes an array's storage from the length on the wire
+# before reading its items: a 5-byte compact length (up to 2**35) or a large
+# int32 one makes it allocate tens of gigabytes, and a failed allocation
+# aborts the whole process. So every request body is first walked here, in
+# Python: each array must fit in the bytes left (at its items' minimum size),
+# each string and bytes field in the frame, and a null may only stand where
+# the schema allows one (kio would hand a handler ``None`` for a
+# non-nullable array). Anything else raises MalformedRequest, which the
+# server reports as a body it cannot decode and closes the connection, as
+# Kafka does. Runs of fixed-size fields are skipped at once, and so are
+# arrays of fixed-size items.
+
+_Step = Callable[[bytes | memoryview, int, int], int]  # (frame, at, end) -> the offset after the field
+_FIXED_SIZES = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2,
+                "int32": 4, "uint32": 4, "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8,
+                "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16}  # fmt: skip
+_INT16 = struct.Struct(">h")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """How to walk one field: its step, its minimum size, and whether that size is exact."""
+
+    step: _Step
+    size: int
+    exact: bool
+
+
+class MalformedRequest(ValueError):
+    """A request body whose lengths or nulls break its schema, found before kio reads it."""
+
+
+def _past_end(name: str) -> MalformedRequest:
+    return MalformedRequest(f"{name} runs past the end of the frame")
+
+
+def _uvarint(frame: bytes | memoryview, at: int, end: int, name: str) -> tuple[int, int]:
+    value = shift = 0
+    for _ in range(5):
+        if at >= end:
+            raise _past_end(name)
+        byte = frame[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+    raise MalformedRequest(f"{name}: varint longer than 5 bytes")
+
+
+def _fixed(size: int, name: str) -> _Shape:
+    def fixed(frame: bytes | memoryview, at: int, end: int) -> int:
+        at += size
+        if at > end:
+            raise _past_end(name)
+        return at
+
+    return _Shape(fixed, size, True)
+
+
+def _null(name: str) -> MalformedRequest:
+    return MalformedRequest(f"{name} is null, which its schema does not allow")
+
+
+def _primitive(kafka_type: str, flexible: bool, nullable: bool, name: str) -> _Shape:
+    size = _FIXED_SIZES.get(kafka_type)
+    if size is not None:
+        return _fixed(size, name)
+    if kafka_type not in ("string", "bytes", "records"):
+        raise LookupError(f"no length check for kafka_type {kafka_type!r} ({name})")
+    if flexible:
+
+        def compact(frame: bytes | memoryview, at: int, end: int) -> int:
+            length, at = _uvarint(frame, at, end, name)
+            if length == 0:
+                if not nullable:
+                    raise _null(name)
+                return at
+            at += length - 1
+            if at > end:
+                raise _past_end(name)
+            return at
+
+        return _Shape(compact, 1, False)
+    prefix = _INT16 if kafka_type == "string" else SIZE
+
+    def legacy(frame: bytes | memoryview, at: int, end: int) -> int:
+        if at + prefix.size > end:
+            raise _past_end(name)
+        (length,) = prefix.unpack_from(frame, at)
+        at += prefix.size
+        if length < 0:
+            if not nullable:
+                raise _null(name)
+            return at
+        at += length
+        if at > end:
+            raise _past_end(name)
+        return at
+
+    return _Shape(legacy, prefix.size, False)
+
+
+def _array(item: _Shape, flexible: bool, nullable: bool, name: str) -> _Shape:
+    item_step, item_size, exact = item.step, item.size, item.exact
+
+    def array(frame: bytes | memoryview, at: int, end: int) -> int:
+        if flexible:
+            count, at = _uvarint(frame, at, end, name)
+            count -= 1
+        else:
+            if at + 4 > end:
+                raise _past_end(name)
+            (count,) = SIZE.unpack_from(frame, at)
+            at += 4
+        if count < 0:
+            if not nullable:
+                raise _null(name)
+            return at
+        if count * max(item_size, 1) > end - at:  # storage for ``count`` items is allocated up front
+            raise MalformedRequest(f"{name} claims {count} items; {end - at} bytes are left")
+        if exact:
+            return at + count * item_size
+        for _ in range(count):
+            at = item_step(frame, at, end)
+        return at
+
+    return _Shape(array, 1 if flexible else 4, False)
+
+
+def _field(field: dataclasses.Field[Any], flexible: bool) -> _Shape:
+    kind = classify_field(field)
+    nullable = is_optional(field)
+    name = field.name
+    if isinstance(kind, EntityTupleField):
+        return _array(_entity(kind.type_), flexible, nullable, name)
+    if isinstance(kind, EntityField):
+        entity = _entity(kind.type_)
+        if not nullable:
+            return entity
+        step = entity.step
+
+        def nullable_entity(frame: bytes | memoryview, at: int, end: int) -> int:
+            if at >= end:
+                raise _past_end(name)
+            return at + 1 if frame[at] == 0xFF else step(frame, at + 1, end)
+
+        return _Shape(nullable_entity, 1, False)
+    if isinstance(kind, PrimitiveTupleField):
+        item = _primitive(get_schema_field_type(field), flexible, False, name)
+        return _array(item, flexible, nullable, name)
+    return _primitive(get_schema_field_type(field), flexible, nullable, name)
+
+
+@functools.cache
+def _entity(cls: type) -> _Shape:
+    """How to walk one kio entity (a request, or a struct inside one)."""
+    flexible = bool(getattr(cls, "__flexible__", False))
+    steps: list[_Step] = []
+    tagged: dict[int, _Step] = {}
+    minimum = 1 if flexible else 0
+    run = 0  # bytes of consecutive fixed-size fields, skipped as one
+    run_names: list[str] = []
+    for field in dataclasses.fields(cls):
+        shape = _field(field, flexible)
+        tag = get_field_tag(field)
+        if tag is not None:
+            tagged[tag] = shape.step
+            continue
+        minimum += shape.size
+        if shape.exact:
+            run += shape.size
+            run_names.append(field.name)
+            continue
+        if run:
+            steps.append(_fixed(run, "/".join(run_names)).step)
+            run, run_names = 0, []
+        steps.append(shape.step)
+    if not flexible and not steps:
+        return _fixed(run, f"{cls.__name__} ({'/'.join(run_names)})")
+    if run:
+        steps.append(_fixed(run, "/".join(run_names)).step)
+
+    def tags(frame: bytes | memoryview, at: int, end: int) -> int:
+        count, at = _uvarint(frame, at, end, "tagged fields")
+        for _ in range(count):
+            tag, at = _uvarint(frame, at, end, "a tag")
+            size, at = _uvarint(frame, at, end, "a tag size")
+            if at + size > end:
+                raise _past_end(f"tagged field {tag}")
+            known = tagged.get(tag)
+            if known is not None:
+                known(frame, at, at + size)
+            at += size
+        return at
+
+    def entity(frame: bytes | memoryview, at: int, end: int) -> int:
+        for step in steps:
+            at = step(frame, at, end)
+        if flexible:
+            if at < end and frame[at] == 0:  # no tagged fields: the usual case
+                return at + 1
+            return tags(frame, at, end)
+        return at
+
+    return _Shape(entity, minimum, False)
+
+
+def checked_reader(request_class: type) -> Callable[[bytes, int], Any]:
+    """kio's reader for ``request_class``, after the lengths in the body are checked."""
+    check = _entity(request_class).step
+    read: Callable[[bytes | memoryview, int], Any] = entity_reader(request_class)
+
+    def checked_read(frame: bytes | memoryview, at: int) -> Any:
+        check(frame, at, len(frame))
+        return read(frame, at)
+
+    return checked_read
+
+
 @dataclass(frozen=True)
 class Codec:
     """kio's classes for one (API, version)."""
@@ -106,7 +337,7 @@ def codec(api_key: int, version: int) -> Codec:
     return Codec(
         request_class,
         response_module,
-        entity_reader(request_class),
+        checked_reader(request_class),
         entity_writer(response_class),
         bool(getattr(request_class, "__flexible__", False)),
     )
