@@ -26,6 +26,10 @@ SIZE = struct.Struct(">i")
 SCRATCH_SIZE = 128 * 1024
 POOL_SIZE = 4
 ROUND = 256 * 1024
+# A large frame's buffer starts at this size and doubles as its bytes arrive,
+# so a client that declares a huge frame and sends little pins little memory.
+LARGE_INITIAL = 2 * 1024 * 1024
+POOLED_MAX = 16 * 1024 * 1024
 FRAME_SIZE_MIN = 8  # api key, version and correlation id
 
 
@@ -54,8 +58,9 @@ class FrameReader:
     """A stream of frames for ``asyncio.BufferedProtocol``.
 
     Invariants: ``0 <= _used <= len(_scratch)``; while a large frame is being
-    read, ``_large_filled < _large_size <= len(_large)`` and the scratch
-    buffer is empty.
+    read, ``_large_filled < _large_size``, ``_large_filled < len(_large)`` and
+    the scratch buffer is empty. Memory held for a frame is at most twice its
+    bytes received, or LARGE_INITIAL.
     """
 
     def __init__(self, size_max: int) -> None:
@@ -70,15 +75,17 @@ class FrameReader:
     def get_buffer(self) -> memoryview:
         """Where the socket should write next."""
         if self._large is not None:
-            return memoryview(self._large)[self._large_filled : self._large_size]
+            return memoryview(self._large)[self._large_filled : min(self._large_size, len(self._large))]
         return memoryview(self._scratch)[self._used :]
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
         """``nbytes`` arrived in the last buffer; returns the frames now complete."""
         if self._large is not None:
             self._large_filled += nbytes
-            assert self._large_filled <= self._large_size
+            assert self._large_filled <= min(self._large_size, len(self._large))
             if self._large_filled < self._large_size:
+                if self._large_filled == len(self._large):
+                    self._grow()
                 return []
             frame = Frame(memoryview(self._large)[: self._large_size], self._large)
             self._large = None
@@ -102,6 +109,7 @@ class FrameReader:
             if 4 + size > len(scratch):
                 # Too big for the scratch buffer: read the rest straight into its own buffer.
                 large = self._take(size)
+                assert available < len(large)  # available < SCRATCH_SIZE <= LARGE_INITIAL
                 large[:available] = scratch[at + 4 : used]
                 self._large, self._large_size, self._large_filled = large, size, available
                 at = used
@@ -113,12 +121,24 @@ class FrameReader:
         return frames
 
     def _take(self, size: int) -> bytearray:
+        want = min(size, LARGE_INITIAL)
         for i, buffer in enumerate(self._pool):
-            if len(buffer) >= size:
+            if len(buffer) >= want:
                 return self._pool.pop(i)
-        return bytearray((size + ROUND - 1) // ROUND * ROUND)
+        return bytearray(_rounded(want))
+
+    def _grow(self) -> None:
+        """A bigger buffer for the frame being read (the old one may still be exported: copy)."""
+        assert self._large is not None
+        bigger = bytearray(_rounded(min(self._large_size, 2 * len(self._large))))
+        bigger[: self._large_filled] = self._large[: self._large_filled]
+        self._large = bigger
 
     def release(self, frame: Frame) -> None:
         """Give a large frame's buffer back for reuse (nothing may refer to it after this)."""
-        if frame.owner is not None and len(self._pool) < POOL_SIZE:
+        if frame.owner is not None and len(self._pool) < POOL_SIZE and len(frame.owner) <= POOLED_MAX:
             self._pool.append(frame.owner)
+
+
+def _rounded(size: int) -> int:
+    return (size + ROUND - 1) // ROUND * ROUND

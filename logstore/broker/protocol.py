@@ -69,7 +69,7 @@ def _read_uvarint(frame: bytes | memoryview, at: int) -> tuple[int, int]:
     raise ProtocolError("varint longer than 5 bytes in the request header")
 
 
-def parse_header(frame: bytes, flexible: bool) -> RequestHeader:
+def parse_header(frame: bytes | memoryview, flexible: bool) -> RequestHeader:
     """The request header; ``flexible`` selects header v2 (tagged fields)."""
     if len(frame) < HEADER.size + 2:
         raise ProtocolError(f"a {len(frame)}-byte frame is shorter than a request header")

@@ -10,6 +10,7 @@ asked for by ID.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -94,10 +95,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             topics.append(topic_metadata(ctx, module, existing, ErrorCode.none, None, operations))
     else:
         for name, topic_id in requested:
-            if name is None and topic_id is not None:
+            if ctx.version < 12 and (name is None or topic_id is not None):
+                # Topic IDs in requests (and null names) are v12+; the older responses cannot
+                # carry a null name. Kafka fails such a request with INVALID_REQUEST.
+                name, error = name or "", ErrorCode.invalid_request
+            elif name is None and topic_id is not None:
                 error = ErrorCode.unknown_topic_id
             else:
+                existed = name is not None and broker.store.has_topic(name)
                 error = topic_error(broker, name, auto_create)
+                if not existed:
+                    # Auto-creation fsyncs; let other connections in between topics.
+                    await asyncio.sleep(0)
             topics.append(topic_metadata(ctx, module, name, error, topic_id, operations))
     host, port = broker.advertised
     return build(
