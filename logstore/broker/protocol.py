@@ -434,11 +434,17 @@ class ResponseBuffer:
         return self.chunks
 
 
+class RawBody(bytes):
+    """A response body a handler encoded itself (the hot paths); sent as it is."""
+
+
 def encode_response(codec_: Codec, correlation_id: int, response: Any, header_v0: bool = False) -> list[Any]:
     """A whole response frame as chunks (bytes and FileRegions)."""
     header = SIZE.pack(correlation_id)
     if codec_.flexible and not header_v0:
         header += b"\x00"  # no tagged fields
+    if isinstance(response, RawBody):
+        return [SIZE.pack(len(header) + len(response)) + header + response]
     buffer = ResponseBuffer(header)
     codec_.write(buffer, response)
     return buffer.frame()

@@ -14,7 +14,7 @@ from kio.index import load_payload_module
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from logstore.broker.apis.produce_decode import decode
+from logstore.broker.apis.produce_codec import decode, encode_body
 from logstore.broker.framing import SCRATCH_SIZE, FrameReader, FrameSizeError
 from logstore.broker.protocol import ProtocolError
 
@@ -148,3 +148,57 @@ def test_produce_decode_rejects_every_truncation(version: int) -> None:
     for cut in range(len(body)):
         with pytest.raises(ProtocolError):
             decode(body[:cut], 0, version)
+
+
+partition_results = st.lists(
+    st.tuples(
+        st.integers(0, 2**31 - 1),
+        st.sampled_from([0, 1, 2, 3, 10, 45, 47, 87]),
+        st.integers(-1, 2**62),
+        st.one_of(st.just(-1), st.integers(0, 2**41)),
+        st.integers(-1, 2**62),
+        st.one_of(st.none(), st.text(max_size=30)),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    version=st.integers(3, 10),
+    topics=st.lists(st.tuples(st.text(min_size=1, max_size=20), partition_results), max_size=4),
+)
+def test_produce_response_bytes_equal_kios(version: int, topics: list) -> None:
+    """The hand-written encoder writes exactly the bytes kio's writer writes."""
+    from kio.schema.errors import ErrorCode
+
+    from logstore.broker.protocol import NO_THROTTLE, build
+
+    module = load_payload_module(0, version, EntityType.response)
+    response = build(
+        module.ProduceResponse,
+        responses=tuple(
+            build(
+                module.TopicProduceResponse,
+                name=name,
+                partition_responses=tuple(
+                    build(
+                        module.PartitionProduceResponse,
+                        index=index,
+                        error_code=ErrorCode(error),
+                        base_offset=base,
+                        log_append_time=None
+                        if append < 0
+                        else datetime.datetime.fromtimestamp(append / 1000, datetime.UTC),
+                        log_start_offset=start,
+                        record_errors=(),
+                        error_message=message,
+                    )
+                    for index, error, base, append, start, message in parts
+                ),
+            )
+            for name, parts in topics
+        ),
+        throttle_time=NO_THROTTLE,
+    )
+    assert encode_body(version, topics) == encode(response)

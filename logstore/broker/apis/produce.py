@@ -21,7 +21,6 @@ Topics with ``flush.messages=1`` fsync before answering, off the event loop.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import struct
 import time
@@ -29,9 +28,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api, produce_decode
+from logstore.broker.apis import Api, produce_codec
 from logstore.broker.producers import last_sequence
-from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.protocol import RawBody
 from logstore.broker.server import Broker, RequestContext
 from logstore.broker.topics import error_for
 from logstore.errors import LogstoreError
@@ -143,10 +142,6 @@ async def append_partition(
     return PartitionResult(ErrorCode.none, info.first_offset, append_time, log.log_start_offset)
 
 
-def _timestamp(ms: int) -> datetime.datetime | None:
-    return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-
-
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     if request.transactional_id is not None:
@@ -173,31 +168,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         responses.append((topic.name, partitions))
     if acks == 0:
         return None
-    module = codec(0, ctx.version).response_module
-    return build(
-        module.ProduceResponse,
-        responses=tuple(
-            build(
-                module.TopicProduceResponse,
-                name=name,
-                partition_responses=tuple(
-                    build(
-                        module.PartitionProduceResponse,
-                        index=index,
-                        error_code=result.error,
-                        base_offset=result.base_offset,
-                        log_append_time=_timestamp(result.append_time),
-                        log_start_offset=result.log_start,
-                        record_errors=(),
-                        error_message=result.message,
-                    )
-                    for index, result in partitions
-                ),
-            )
-            for name, partitions in responses
-        ),
-        throttle_time=NO_THROTTLE,
+    return RawBody(
+        produce_codec.encode_body(
+            ctx.version,
+            [
+                (
+                    name,
+                    [
+                        (index, r.error, r.base_offset, r.append_time, r.log_start, r.message)
+                        for index, r in partitions
+                    ],
+                )
+                for name, partitions in responses
+            ],
+        )
     )
 
 
-API = Api(key=0, name="Produce", min_version=3, max_version=10, handle=handle, decode=produce_decode.decode)
+API = Api(key=0, name="Produce", min_version=3, max_version=10, handle=handle, decode=produce_codec.decode)

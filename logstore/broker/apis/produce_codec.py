@@ -1,4 +1,8 @@
-"""Produce requests decoded without copying their records (the broker's hot path).
+"""Produce requests decoded without copying their records, responses encoded directly.
+
+The broker's hot path. kio's generic writer spends ~60 µs on a one-partition
+ProduceResponse; :func:`encode_body` writes the same bytes (checked against
+kio's writer byte for byte) in a few.
 
 kio would hand each partition's records over as a fresh ``bytes`` copy; on a
 1 MiB request that is a copy and 256 first-touch page faults, then another
@@ -7,7 +11,7 @@ same fields (Produce v3-v10, flexible from v9) and returns kio's own request
 classes whose ``records`` are memoryviews into the request frame; when the
 frame is writable (a large frame, see framing.py) the log assigns offsets in
 place. Every length is checked against the frame; a bad one raises
-ProtocolError. ``tests/unit/test_produce_decode.py`` checks it against kio.
+ProtocolError. ``tests/unit/test_framing_and_produce_decode.py`` checks both against kio.
 """
 
 from __future__ import annotations
@@ -138,3 +142,56 @@ def decode(frame: bytes | memoryview, at: int, version: int) -> tuple[Any, int]:
         topic_data=tuple(topics),
     )
     return request, cursor.at - at
+
+
+_I64 = struct.Struct(">q")
+_PARTITION_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
+_EMPTY_TAGS = b"\x00"
+
+
+def _uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _string(value: str | None, flexible: bool, nullable: bool) -> bytes:
+    if value is None:
+        assert nullable
+        return b"\x00" if flexible else b"\xff\xff"
+    raw = value.encode()
+    return (_uvarint_bytes(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+
+
+def _count(n: int, flexible: bool) -> bytes:
+    return _uvarint_bytes(n + 1) if flexible else _I32.pack(n)
+
+
+def encode_body(
+    version: int, topics: list[tuple[str, list[tuple[int, int, int, int, int, str | None]]]]
+) -> bytes:
+    """A ProduceResponse body (v3-v10): topics of (name, [(index, error, base offset,
+    log append time, log start offset, error message)]), no throttle, no record errors."""
+    flexible = version >= _FLEXIBLE_FROM
+    out = bytearray(_count(len(topics), flexible))
+    for name, partitions in topics:
+        out += _string(name, flexible, False)
+        out += _count(len(partitions), flexible)
+        for index, error, base_offset, append_time, log_start, message in partitions:
+            out += _PARTITION_V3.pack(index, error, base_offset, append_time)
+            if version >= 5:
+                out += _I64.pack(log_start)
+            if version >= 8:
+                out += _count(0, flexible)  # record_errors
+                out += _string(message, flexible, True)
+            if flexible:
+                out += _EMPTY_TAGS
+        if flexible:
+            out += _EMPTY_TAGS
+    out += _I32.pack(0)  # throttle_time_ms
+    if flexible:
+        out += _EMPTY_TAGS
+    return bytes(out)
