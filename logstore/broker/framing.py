@@ -12,9 +12,9 @@ refers to it.
 
 >>> reader = FrameReader(size_max=1 << 20)
 >>> view = reader.get_buffer()
->>> view[:10] = b"\\x00\\x00\\x00\\x06abcdef"
->>> [bytes(frame.data) for frame in reader.buffer_updated(10)]
-[b'abcdef']
+>>> view[:12] = b"\\x00\\x00\\x00\\x08abcdefgh"
+>>> [bytes(frame.data) for frame in reader.buffer_updated(12)]
+[b'abcdefgh']
 """
 
 from __future__ import annotations

@@ -46,7 +46,9 @@ class _SparseIndex:
     KEY: ClassVar[str]
     SUFFIX: ClassVar[str]
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int, writable: bool) -> None:
+    def __init__(
+        self, path: str, base_offset: int, max_index_size: int, writable: bool, exact_length: bool = False
+    ) -> None:
         if max_index_size < self.DTYPE.itemsize:
             raise InvalidArgumentError(
                 f"segment.index.bytes={max_index_size} cannot hold one {self.SUFFIX} entry "
@@ -62,7 +64,7 @@ class _SparseIndex:
         self._closed = False
         length = os.path.getsize(path) if os.path.exists(path) else 0
         self._open_map(self.max_index_size if writable else None)
-        self._entries = self._live_entries(length) if length else 0
+        self._entries = self._live_entries(length, exact_length) if length else 0
 
     # -- mapping -----------------------------------------------------------
 
@@ -100,19 +102,21 @@ class _SparseIndex:
         # The mapped file as a plain buffer, for one-call lookups in C.
         self._buffer: Any = self._memmap._mmap if self._memmap is not None else b""  # type: ignore[attr-defined]
 
-    def _live_entries(self, length: int) -> int:
+    def _live_entries(self, length: int, exact_length: bool) -> int:
         """The live entries of a file that existed with ``length`` bytes.
 
-        A file shorter than the preallocation was trimmed (on seal or clean
-        close): its length says how many (an untrimmed sealed one, left by a
-        power loss, fails verification against the log and is rebuilt). A
-        full preallocated file (after a crash) ends at the first all-zero
-        entry: an offset index never has position 0 (the first batch gets no
-        entry), and a time index entry (0, +0) missed there only costs a
-        lookup a longer scan.
+        After a clean shutdown (``exact_length``) every index was trimmed to
+        its entries, so the length says how many, as in Kafka; a full index
+        is then full, whatever its entries hold. Otherwise a file shorter
+        than the preallocation was trimmed (on seal): its length says how many
+        (an untrimmed sealed one, left by a power loss, fails verification
+        against the log and is rebuilt). A full-length file after a crash
+        ends at the first all-zero entry: an offset index never has position
+        0 (the first batch gets no entry), and a time index entry (0, +0)
+        missed there only costs a lookup a longer scan.
         """
         assert self._map is not None
-        if not self.writable or length < self.max_index_size or len(self._map) == 0:
+        if exact_length or not self.writable or length < self.max_index_size or len(self._map) == 0:
             return min(length // self.DTYPE.itemsize, len(self._map))
         raw = self._map.view(np.uint8).reshape(len(self._map), self.DTYPE.itemsize)
         empty = np.flatnonzero(~raw.any(axis=1))

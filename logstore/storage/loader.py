@@ -58,7 +58,9 @@ class LogLoader:
         bases = self._segment_bases()
         segments: SortedDict = SortedDict()
         for i, base in enumerate(bases):
-            segments[base] = LogSegment.open(self.path, base, **self.segment_args(i == len(bases) - 1))
+            segments[base] = LogSegment.open(
+                self.path, base, clean_shutdown=clean_shutdown, **self.segment_args(i == len(bases) - 1)
+            )
         recovered = truncated = 0
         if not clean_shutdown:
             recovered, truncated = self._recover(segments, recovery_point, progress)

@@ -97,6 +97,7 @@ class LogSegment:
         create: bool = False,
         dense: bool = True,
         leader_epoch_max: int = -1,
+        clean_shutdown: bool = False,
     ) -> None:
         if base_offset < 0:
             raise InvalidArgumentError(f"segment base offset must be >= 0, got {base_offset}")
@@ -105,6 +106,7 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.active = active
+        self._clean_shutdown = clean_shutdown
         # Integrity rules every scan of this segment applies: offsets dense
         # unless the log is compacted, leader epochs in range.
         self.scan_flags = lib.LS_SCAN_MONOTONIC | lib.LS_SCAN_EPOCH | (lib.LS_SCAN_DENSE if dense else 0)
@@ -162,7 +164,13 @@ class LogSegment:
         if fresh and os.path.exists(path):
             os.unlink(path)
         try:
-            return cls(path, self.base_offset, self.max_index_size, writable=self.active or fresh)
+            return cls(
+                path,
+                self.base_offset,
+                self.max_index_size,
+                writable=self.active or fresh,
+                exact_length=self._clean_shutdown and not fresh,
+            )
         except CorruptIndexError:
             os.unlink(path)
             return cls(path, self.base_offset, self.max_index_size, writable=True)
