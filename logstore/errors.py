@@ -32,6 +32,15 @@ class RecordTooLargeError(LogstoreError):
     """A batch is larger than the log accepts (``max.message.bytes``)."""
 
 
+class InvalidRecordError(LogstoreError):
+    """A record the log refuses by its topic's rules, e.g. a record without a key
+    appended to a compacted topic (Kafka's INVALID_RECORD).
+
+    Nothing of the append is written; fix the records (give each a key) or the
+    topic's config (``cleanup.policy``) and append again.
+    """
+
+
 class InvalidConfigError(LogstoreError, ValueError):
     """A configuration key is unknown or its value is out of range."""
 

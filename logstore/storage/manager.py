@@ -20,8 +20,10 @@ renaming its directories to ``<topic>-<partition>.<nonce>-delete`` before
 removing them; such leftovers are removed on open.
 
 Threads: the Store's methods may be called from any thread; a background
-scheduler thread flushes per ``flush.ms``, applies retention and writes the
-checkpoints.
+scheduler thread flushes per ``flush.ms``, applies retention, compacts the
+logs whose ``cleanup.policy`` includes compact when they are due (see
+:meth:`~logstore.storage.cleaner.Cleaner.needs_cleaning`; ``compact_now``
+runs it on demand) and writes the checkpoints.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Any
 
 from logstore.errors import InvalidArgumentError, LogstoreError
 from logstore.storage.checkpoints import fsync_directory, read_offsets, write_atomically, write_offsets
+from logstore.storage.cleaner import Cleaner, CleanResult, terminal_progress
 from logstore.storage.config import LogConfig
 from logstore.storage.log import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, Log
 
@@ -105,6 +108,7 @@ class Store:
         scheduler_interval_ms: int = 1000,
         retention_check_interval_ms: int = 300_000,
         checkpoint_interval_ms: int = 60_000,
+        cleaner_backoff_ms: int = 15_000,
     ) -> None:
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(os.path.join(self.data_dir, TOPIC_CONFIGS), exist_ok=True)
@@ -116,6 +120,7 @@ class Store:
         self._logs: dict[tuple[str, int], Log] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
+        self._cleaner = Cleaner()
         try:
             self._write_meta()
             self._remove_deleted_topics()
@@ -125,7 +130,12 @@ class Store:
             raise
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._intervals = (scheduler_interval_ms, retention_check_interval_ms, checkpoint_interval_ms)
+        self._intervals = (
+            scheduler_interval_ms,
+            retention_check_interval_ms,
+            checkpoint_interval_ms,
+            cleaner_backoff_ms,
+        )
         if scheduler:
             self._thread = threading.Thread(
                 target=self._run_scheduler, name="logstore-scheduler", daemon=True
@@ -349,9 +359,37 @@ class Store:
         """Apply retention to every log now; returns segments deleted."""
         return sum(log.delete_old_segments() for log in self.logs().values() if not log.closed)
 
+    def run_cleaner(self, now_ms: int | None = None) -> dict[tuple[str, int], CleanResult]:
+        """Compact every log that is due now (the scheduler's call); their results."""
+        results = {}
+        for key, log in sorted(self.logs().items()):
+            try:
+                if self._cleaner.needs_cleaning(log, now_ms):
+                    results[key] = self._cleaner.clean(log, now_ms)
+            except LogstoreError as exc:  # one damaged or closing log must not stop the others
+                if not log.closed:
+                    _log.warning("compacting %s-%d failed: %s", key[0], key[1], exc)
+        return results
+
+    def compact_now(self, topic: str | None = None) -> dict[tuple[str, int], CleanResult]:
+        """Compact now, whatever the dirty ratio, every partition (of ``topic``) whose policy includes compact.
+
+        Runs in the caller's thread, with a progress bar on a terminal;
+        returns each partition's result.
+        """
+        if topic is not None:
+            self.topic_config(topic)  # unknown topic: UnknownTopicError
+        results = {}
+        for (name, partition), log in sorted(self.logs().items()):
+            if (topic is None or name == topic) and "compact" in log.config.cleanup_policy:
+                self._check_open()
+                with terminal_progress(f"compacting {name}-{partition}") as progress:
+                    results[(name, partition)] = self._cleaner.clean(log, progress=progress)
+        return results
+
     def _run_scheduler(self) -> None:
-        tick, retention_every, checkpoint_every = self._intervals
-        last_retention = last_checkpoint = time.monotonic()
+        tick, retention_every, checkpoint_every, cleaner_every = self._intervals
+        last_retention = last_checkpoint = last_clean = time.monotonic()
         while not self._stop.wait(tick / 1000):
             try:
                 for log in self.logs().values():
@@ -361,6 +399,9 @@ class Store:
                 if (now - last_retention) * 1000 >= retention_every:
                     self.run_retention()
                     last_retention = now
+                if (now - last_clean) * 1000 >= cleaner_every:
+                    self.run_cleaner()
+                    last_clean = now
                 if (now - last_checkpoint) * 1000 >= checkpoint_every:
                     self.checkpoint()
                     last_checkpoint = now
@@ -369,7 +410,9 @@ class Store:
             except OSError:
                 # Disk full, I/O error: say so and keep the scheduler alive; the
                 # next tick retries, and appends report the error to their callers.
-                _log.exception("background flush, retention or checkpoint failed in %s", self.data_dir)
+                _log.exception(
+                    "background flush, retention, cleaning or checkpoint failed in %s", self.data_dir
+                )
 
     # -- closing -----------------------------------------------------------
 
