@@ -19,7 +19,12 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 def error_for(exc: BaseException) -> ErrorCode:
     """The Kafka error code for a logstore exception."""
-    from logstore.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
+    from logstore.errors import (
+        CorruptRecordError,
+        InvalidRecordError,
+        OffsetOutOfRangeError,
+        RecordTooLargeError,
+    )
     from logstore.storage.manager import UnknownTopicError
 
     table: tuple[tuple[type[BaseException], ErrorCode], ...] = (
@@ -28,6 +33,7 @@ def error_for(exc: BaseException) -> ErrorCode:
         (OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
         (CorruptRecordError, ErrorCode.corrupt_message),
         (RecordTooLargeError, ErrorCode.message_too_large),
+        (InvalidRecordError, ErrorCode.invalid_record),
         (InvalidConfigError, ErrorCode.invalid_config),
         (InvalidArgumentError, ErrorCode.invalid_request),
         (OSError, ErrorCode.kafka_storage_error),

@@ -339,3 +339,16 @@ def test_aiokafka(broker: BrokerProcess) -> None:
     assert by_time is not None
     assert sent[by_time].timestamp == sent[5].timestamp
     assert by_time == 0 or sent[by_time - 1].timestamp < sent[5].timestamp
+
+
+def test_compacted_topic_refuses_records_without_keys(broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.create_topics([NewTopic("compacted", 1, 1, config={"cleanup.policy": "compact"})])
+    futures["compacted"].result(10)
+    keyless = produce_confluent(broker.bootstrap, "compacted", [{"value": b"no key"}], retries=0)
+    assert isinstance(keyless[0], KafkaError)
+    assert keyless[0].code() == KafkaError.INVALID_RECORD
+    keyed = produce_confluent(broker.bootstrap, "compacted", [{"key": b"k", "value": b"v"}])
+    assert keyed[0].offset() == 0

@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from logstore import ClosedError, Log, OffsetOutOfRangeError, Record, build_batch
-from logstore.errors import InvalidArgumentError
+from logstore.errors import InvalidArgumentError, InvalidRecordError
 from logstore.records import CODECS
 from logstore.records.builder import RecordLike
 
@@ -258,9 +258,17 @@ class LogStateMachine(RuleBasedStateMachine):
         if flush:
             self.opened.flush()
 
+    def refuses(self, items: list[Item]) -> bool:
+        """A compacted log takes only records with keys (InvalidRecordError, nothing stored)."""
+        return "compact" in self.config["cleanup.policy"] and any(item[1] is None for item in items)
+
     def append(self, items: list[Item], timestamp: int) -> None:
         records = [item[0] for item in items]
         size = len(build_batch(records, base_offset=self.end, timestamp=timestamp))
+        if self.refuses(items):
+            with pytest.raises(InvalidRecordError):
+                self.opened.append(records, timestamp=timestamp)
+            return
         info = self.opened.append(records, timestamp=timestamp)
         assert (info.first_offset, info.last_offset) == (self.end, self.end + len(items) - 1)
         self.model_append([(items, timestamp, size)])
@@ -277,6 +285,10 @@ class LogStateMachine(RuleBasedStateMachine):
             build_batch([item[0] for item in items], base_offset=base, timestamp=ts, compression=compression)
             for items, ts, base in encoded
         ]
+        if self.refuses([item for items, _, _ in encoded for item in items]):
+            with pytest.raises(InvalidRecordError):
+                self.opened.append_batch(b"".join(data))
+            return
         info = self.opened.append_batch(b"".join(data))
         count = sum(len(items) for items, _, _ in encoded)
         assert (info.first_offset, info.last_offset) == (self.end, self.end + count - 1)
@@ -309,8 +321,11 @@ class LogStateMachine(RuleBasedStateMachine):
     )
     def append_many(self, count: int, records: int, size: int, stamps: list[int]) -> None:
         """Several plain batches in one step, from a few draws: logs grow past a few segments."""
+        keyed = "compact" in self.config["cleanup.policy"]
         for i in range(count):
-            self.append([_plain(_filler(size + i))] * records, stamps[i % len(stamps)])
+            value = _filler(size + i)
+            item = _pair((b"k%d" % (i % 3), value)) if keyed else _plain(value)
+            self.append([item] * records, stamps[i % len(stamps)])
 
     @precondition(lambda self: self.end > self.start)  # reads of an empty log: see contents()
     @rule(
