@@ -55,20 +55,6 @@ class RequestHeader:
     body_offset: int
 
 
-def _read_uvarint(frame: bytes | memoryview, at: int) -> tuple[int, int]:
-    value = shift = 0
-    for _ in range(5):
-        if at >= len(frame):
-            raise ProtocolError("truncated varint in the request header")
-        byte = frame[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-    raise ProtocolError("varint longer than 5 bytes in the request header")
-
-
 def parse_header(frame: bytes | memoryview, flexible: bool) -> RequestHeader:
     """The request header; ``flexible`` selects header v2 (tagged fields)."""
     if len(frame) < HEADER.size + 2:
@@ -85,10 +71,10 @@ def parse_header(frame: bytes | memoryview, flexible: bool) -> RequestHeader:
     elif length != -1:
         raise ProtocolError(f"client_id has negative length {length}")
     if flexible:
-        count, at = _read_uvarint(frame, at)
+        count, at = read_uvarint(frame, at, len(frame), "request header")
         for _ in range(count):
-            _, at = _read_uvarint(frame, at)
-            size, at = _read_uvarint(frame, at)
+            _, at = read_uvarint(frame, at, len(frame), "request header")
+            size, at = read_uvarint(frame, at, len(frame), "request header")
             at += size
         if at > len(frame):
             raise ProtocolError("tagged header fields run past the end of the frame")
@@ -125,7 +111,7 @@ class _Shape:
     exact: bool
 
 
-class MalformedRequest(ValueError):
+class MalformedRequest(ProtocolError, ValueError):
     """A request body whose lengths or nulls break its schema, found before kio reads it."""
 
 
@@ -133,7 +119,7 @@ def _past_end(name: str) -> MalformedRequest:
     return MalformedRequest(f"{name} runs past the end of the frame")
 
 
-def _uvarint(frame: bytes | memoryview, at: int, end: int, name: str) -> tuple[int, int]:
+def read_uvarint(frame: bytes | memoryview, at: int, end: int, name: str) -> tuple[int, int]:
     value = shift = 0
     for _ in range(5):
         if at >= end:
@@ -170,7 +156,7 @@ def _primitive(kafka_type: str, flexible: bool, nullable: bool, name: str) -> _S
     if flexible:
 
         def compact(frame: bytes | memoryview, at: int, end: int) -> int:
-            length, at = _uvarint(frame, at, end, name)
+            length, at = read_uvarint(frame, at, end, name)
             if length == 0:
                 if not nullable:
                     raise _null(name)
@@ -205,7 +191,7 @@ def _array(item: _Shape, flexible: bool, nullable: bool, name: str) -> _Shape:
 
     def array(frame: bytes | memoryview, at: int, end: int) -> int:
         if flexible:
-            count, at = _uvarint(frame, at, end, name)
+            count, at = read_uvarint(frame, at, end, name)
             count -= 1
         else:
             if at + 4 > end:
@@ -281,10 +267,10 @@ def _entity(cls: type) -> _Shape:
         steps.append(_fixed(run, "/".join(run_names)).step)
 
     def tags(frame: bytes | memoryview, at: int, end: int) -> int:
-        count, at = _uvarint(frame, at, end, "tagged fields")
+        count, at = read_uvarint(frame, at, end, "tagged fields")
         for _ in range(count):
-            tag, at = _uvarint(frame, at, end, "a tag")
-            size, at = _uvarint(frame, at, end, "a tag size")
+            tag, at = read_uvarint(frame, at, end, "a tag")
+            size, at = read_uvarint(frame, at, end, "a tag size")
             if at + size > end:
                 raise _past_end(f"tagged field {tag}")
             known = tagged.get(tag)

@@ -120,10 +120,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -944,34 +943,6 @@ def _now(now_ms: int | None) -> int:
     return int(time.time() * 1000) if now_ms is None else now_ms
 
 
-@contextlib.contextmanager
-def terminal_progress(description: str) -> Iterator[Progress | None]:
-    """A rich progress bar on a terminal (stderr), else no callback."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, DownloadColumn, TimeRemainingColumn
-    from rich.progress import Progress as Bar
-
-    bar = Bar(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        transient=True,
-    )
-    task = bar.add_task(description, total=None)
-    bar.start()
-
-    def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    try:
-        yield update
-    finally:
-        bar.stop()
-
-
 __all__ = [
     "CHECKPOINT_FILE",
     "CRASH_POINTS",
@@ -979,5 +950,4 @@ __all__ = [
     "Cleaner",
     "checkpoint_path",
     "group_segments",
-    "terminal_progress",
 ]

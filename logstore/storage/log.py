@@ -28,7 +28,6 @@ Invariants: segment base offsets increase; the active segment is the last;
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from bisect import bisect_right
@@ -40,6 +39,7 @@ from sortedcontainers import SortedDict
 
 from logstore import _crashpoints as crashpoints
 from logstore._native import ffi, lib, raise_for
+from logstore._progress import terminal_progress
 from logstore._speedups import record_at
 from logstore.errors import (
     ClosedError,
@@ -55,7 +55,7 @@ from logstore.records.builder import RecordLike
 from logstore.storage.checkpoints import fsync_directory, read_offsets, write_offsets
 from logstore.storage.config import LogConfig
 from logstore.storage.index import IndexFullError
-from logstore.storage.loader import LogLoader, Progress
+from logstore.storage.loader import LogLoader
 from logstore.storage.segment import LogSegment, SegmentRead
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -141,29 +141,6 @@ def _config_of(config: LogConfig | Mapping[str, Any] | None) -> LogConfig:
     return LogConfig.from_dict(config or {})
 
 
-def _terminal_progress(path: str) -> tuple[Progress | None, Any]:
-    """A rich progress bar on a terminal, else nothing."""
-    if not sys.stderr.isatty():
-        return None, None
-    from rich.progress import BarColumn, DownloadColumn, TimeRemainingColumn
-    from rich.progress import Progress as Bar
-
-    bar = Bar(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        transient=True,
-    )
-    task = bar.add_task(f"recovering {path}", total=None)
-    bar.start()
-
-    def update(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
-
-    return update, bar
-
-
 class Log:
     """An append-only partition log. See the module doc for format and policy.
 
@@ -224,15 +201,11 @@ class Log:
         return recovery, start, clean
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
-        progress, bar = _terminal_progress(self.path)
-        try:
+        with terminal_progress(f"recovering {self.path}") as progress:
             loader = LogLoader(
                 self.path, self._segment_args, self.config.max_message_bytes + lib.LS_LOG_OVERHEAD
             )
             result = loader.load(recovery_point, clean_shutdown, progress)
-        finally:
-            if bar is not None:
-                bar.stop()
         self.segments: SortedDict = result.segments
         self.recovered_bytes = result.recovered_bytes
         self.truncated_bytes = result.truncated_bytes

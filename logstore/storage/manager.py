@@ -40,9 +40,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from logstore._progress import terminal_progress
 from logstore.errors import InvalidArgumentError, LogstoreError
 from logstore.storage.checkpoints import fsync_directory, read_offsets, write_atomically, write_offsets
-from logstore.storage.cleaner import Cleaner, CleanResult, terminal_progress
+from logstore.storage.cleaner import Cleaner, CleanResult
 from logstore.storage.config import LogConfig
 from logstore.storage.log import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, Log
 

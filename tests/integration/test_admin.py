@@ -73,7 +73,9 @@ def create(client: AdminClient, *topics: NewTopic, **options: Any) -> dict[str, 
 
 
 def partition_counts(client: AdminClient) -> dict[str, int]:
-    return {name: len(t.partitions) for name, t in client.list_topics(timeout=TIMEOUT).topics.items()}
+    """Partitions of every topic a user made (the broker's internal ones left out)."""
+    topics = client.list_topics(timeout=TIMEOUT).topics.items()
+    return {name: len(t.partitions) for name, t in topics if not name.startswith("__")}
 
 
 def describe(client: AdminClient, restype: ResourceType, name: str) -> dict[str, ConfigEntry]:

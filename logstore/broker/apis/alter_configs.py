@@ -114,8 +114,11 @@ def outcomes(resources: Any, alter: Callable[[Any], Outcome]) -> list[tuple[Any,
     return result
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    module = codec(33, ctx.version).response_module
+def respond(
+    ctx: RequestContext, request: Any, api_key: int, response_class: str, alter: Callable[[Any], Outcome]
+) -> Any:
+    """The response of AlterConfigs or IncrementalAlterConfigs: one entry per resource."""
+    module = codec(api_key, ctx.version).response_module
     responses = tuple(
         build(
             module.AlterConfigsResourceResponse,
@@ -124,11 +127,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             resource_type=resource.resource_type,
             resource_name=resource.resource_name,
         )
-        for resource, error, message in outcomes(
-            request.resources, lambda resource: _alter(ctx, resource, request.validate_only)
-        )
+        for resource, error, message in outcomes(request.resources, alter)
     )
-    return build(module.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=responses)
+    return build(getattr(module, response_class), throttle_time=NO_THROTTLE, responses=responses)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return respond(
+        ctx,
+        request,
+        33,
+        "AlterConfigsResponse",
+        lambda resource: _alter(ctx, resource, request.validate_only),
+    )
 
 
 API = Api(key=33, name="AlterConfigs", min_version=0, max_version=2, handle=handle)

@@ -29,12 +29,11 @@ from logstore.broker.apis.alter_configs import (
     Outcome,
     broker_change_error,
     null_values_error,
-    outcomes,
+    respond,
     set_topic_overrides,
     unsupported_type,
 )
 from logstore.broker.apis.describe_configs import BROKER, TOPIC, topic_resource_error
-from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
 from logstore.storage.config import CONFIG_KEYS
 
@@ -95,20 +94,13 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    module = codec(44, ctx.version).response_module
-    responses = tuple(
-        build(
-            module.AlterConfigsResourceResponse,
-            error_code=error,
-            error_message=message,
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-        )
-        for resource, error, message in outcomes(
-            request.resources, lambda resource: _alter(ctx, resource, request.validate_only)
-        )
+    return respond(
+        ctx,
+        request,
+        44,
+        "IncrementalAlterConfigsResponse",
+        lambda resource: _alter(ctx, resource, request.validate_only),
     )
-    return build(module.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=responses)
 
 
 API = Api(key=44, name="IncrementalAlterConfigs", min_version=0, max_version=1, handle=handle)

@@ -24,7 +24,7 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from logstore.broker.protocol import ProtocolError
+from logstore.broker.protocol import ProtocolError, read_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -58,16 +58,8 @@ class _Cursor:
         return int(value)
 
     def uvarint(self) -> int:
-        value = shift = 0
-        for _ in range(5):
-            self.need(1, "a varint")
-            byte = self.frame[self.at]
-            self.at += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-        raise ProtocolError("produce request: a varint longer than 5 bytes")
+        value, self.at = read_uvarint(self.frame, self.at, self.end, "produce request")
+        return value
 
     def length(self, legacy: struct.Struct) -> int:
         """A string/bytes/array length; -1 for null."""
