@@ -9,7 +9,7 @@ import sys
 from setuptools import Extension, setup
 
 sys.path.insert(0, "native")
-from build_native import CORE_SOURCES, compile_args, link_args  # noqa: E402
+from build_native import CORE_SOURCES, compile_args, link_args
 
 setup(
     cffi_modules=["native/build_native.py:ffibuilder"],

@@ -84,7 +84,7 @@ def confluent_kafka() -> ModuleType:
         import confluent_kafka as module
     except ImportError as e:
         raise PerfError(
-            f"logstore perf needs confluent-kafka ({e}); install it with: pip install confluent-kafka"
+            f"logstore perf needs confluent-kafka ({e}); install it with: pip install 'logstore[clients]'"
         ) from None
     return module
 

@@ -39,6 +39,9 @@ from logstore.broker.protocol import (
 from logstore.broker.purgatory import Purgatory
 from logstore.storage.manager import Store
 
+if typing.TYPE_CHECKING:
+    from logstore.coordinator import GroupCoordinator
+
 _log = logging.getLogger("logstore.broker")
 
 # Pause reading from a client once this many request bytes wait unserved.
@@ -241,6 +244,8 @@ class Broker:
         self._servers: list[asyncio.AbstractServer] = []
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
+        # Consumer groups over __consumer_offsets (see groups.py); built by start().
+        self.coordinator: GroupCoordinator | None = None
 
     def _load_cluster_id(self) -> str:
         path = os.path.join(self.data_dir, "cluster.id")
@@ -278,6 +283,9 @@ class Broker:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        from logstore.broker.groups import start_coordinator
+
+        self.coordinator = start_coordinator(self)
         for _, host, port in self.config.listeners:
             server = await loop.create_server(
                 lambda: Connection(self), host, port, reuse_address=True, backlog=1024
@@ -314,6 +322,8 @@ class Broker:
         for connection in list(self.connections):
             connection.close("broker shutting down", abort=True, quiet=True)
         self.purgatory.wake_all()
+        if self.coordinator is not None:
+            self.coordinator.close()  # parked joins and syncs answer NOT_COORDINATOR
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
@@ -352,8 +362,6 @@ class Broker:
             else:  # kio reads only read-only buffers
                 readonly = frame if isinstance(frame, bytes) else frame.toreadonly()
                 request, _ = codec_.read(readonly, header.body_offset)  # type: ignore[arg-type]
-        except ProtocolError:
-            raise
         except Exception as e:
             raise ProtocolError(
                 f"cannot decode {api.name} v{version} from {header.client_id!r}: {e}"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -192,20 +194,21 @@ def test_recovery_shows_progress_on_a_terminal(
             log.append([b"x" * 100] * 10)
     os.unlink(os.path.join(path, ".kafka_cleanshutdown"))
     updates: list[tuple[int, int]] = []
-    real = log_module._terminal_progress
+    real = log_module.terminal_progress
 
-    def tracking(where: str) -> tuple[object, object]:
-        callback, bar = real(where)
-        assert callback is not None  # a terminal gets a bar
+    @contextlib.contextmanager
+    def tracking(description: str) -> Iterator[object]:
+        with real(description) as callback:
+            assert callback is not None  # a terminal gets a bar
 
-        def update(done: int, total: int) -> None:
-            updates.append((done, total))
-            callback(done, total)
+            def update(done: int, total: int) -> None:
+                updates.append((done, total))
+                callback(done, total)
 
-        return update, bar
+            yield update
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    monkeypatch.setattr(log_module, "_terminal_progress", tracking)
+    monkeypatch.setattr(log_module, "terminal_progress", tracking)
     with Log.open(path) as log:
         assert log.recovered_bytes > 0
     assert updates and updates[-1][0] == updates[-1][1] > 0

@@ -51,6 +51,17 @@ _MODULES = (
     "incremental_alter_configs",
     "describe_cluster",
     "describe_log_dirs",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "describe_groups",
+    "list_groups",
+    "delete_groups",
+    "offset_delete",
 )
 
 

@@ -1,0 +1,28 @@
+"""DeleteGroups (key 42): delete groups that have no members, with their offsets.
+
+An Empty group is deleted (tombstones for its offsets and metadata go to
+``__consumer_offsets``); a group with members answers NON_EMPTY_GROUP, an
+unknown one GROUP_ID_NOT_FOUND. A group named twice gets one result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from logstore.broker.apis import Api
+from logstore.broker.groups import coordinator_of
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import RequestContext
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(42, ctx.version).response_module
+    names = list(dict.fromkeys(request.groups_names))
+    errors = coordinator_of(ctx.broker).delete_groups(names)
+    results = tuple(
+        build(module.DeletableGroupResult, group_id=name, error_code=errors[name]) for name in names
+    )
+    return build(module.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=results)
+
+
+API = Api(key=42, name="DeleteGroups", min_version=0, max_version=2, handle=handle)

@@ -1,0 +1,63 @@
+"""DescribeGroups (key 15): groups' state, protocol and members.
+
+A Stable group shows its protocol name and each member's metadata and
+assignment; other states show the members without them (as Kafka). A group
+the coordinator does not know reads as Dead with no members, and from v6
+answers GROUP_ID_NOT_FOUND with a message (KIP-1043). v3 adds the
+authorized operations (every group operation: no authorizer), v4 the
+members' group instance ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.groups import AUTHORIZED_OPERATIONS_UNKNOWN, GROUP_OPERATIONS, coordinator_of
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import RequestContext
+from logstore.coordinator import GroupState
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(15, ctx.version).response_module
+    coordinator = coordinator_of(ctx.broker)
+    include = getattr(request, "include_authorized_operations", False)
+    groups = []
+    for group_id in request.groups:
+        described = coordinator.describe_group(group_id)
+        live = coordinator.group(group_id)
+        error, message = described.error, None
+        if ctx.version >= 6 and (live is None or live.is_in(GroupState.DEAD)):
+            error, message = ErrorCode.group_id_not_found, f"Group {group_id} not found."
+        members = tuple(
+            build(
+                module.DescribedGroupMember,
+                member_id=member.member_id,
+                group_instance_id=member.group_instance_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                member_metadata=member.metadata,
+                member_assignment=member.assignment,
+            )
+            for member in described.members
+        )
+        groups.append(
+            build(
+                module.DescribedGroup,
+                error_code=error,
+                error_message=message,
+                group_id=group_id,
+                group_state=described.state,
+                protocol_type=described.protocol_type,
+                protocol_data=described.protocol,
+                members=members,
+                authorized_operations=GROUP_OPERATIONS if include else AUTHORIZED_OPERATIONS_UNKNOWN,
+            )
+        )
+    return build(module.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+API = Api(key=15, name="DescribeGroups", min_version=0, max_version=6, handle=handle)

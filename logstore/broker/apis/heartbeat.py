@@ -1,0 +1,29 @@
+"""Heartbeat (key 12): keep a member's session alive; learn of a rebalance.
+
+Handed to the group coordinator: REBALANCE_IN_PROGRESS tells the member to
+rejoin; UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or FENCED_INSTANCE_ID that it
+is no longer current. v3 adds ``group_instance_id``; v4 is v3 made flexible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from logstore.broker.apis import Api
+from logstore.broker.groups import coordinator_of
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import RequestContext
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(12, ctx.version).response_module
+    error = coordinator_of(ctx.broker).heartbeat(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+    )
+    return build(module.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)
+
+
+API = Api(key=12, name="Heartbeat", min_version=0, max_version=4, handle=handle)

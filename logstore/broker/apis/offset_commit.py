@@ -1,0 +1,98 @@
+"""OffsetCommit (key 8): store a group's consumed positions in ``__consumer_offsets``.
+
+Partitions of topics that do not exist answer UNKNOWN_TOPIC_OR_PARTITION
+(v10: UNKNOWN_TOPIC_ID) and are not stored, as in Kafka; the rest go to the
+group coordinator, which checks the member and generation (generation -1
+with member id "" commits for a group without members: admin tools, manual
+assignment), appends one batch of records to the group's partition of
+``__consumer_offsets`` and answers per partition.
+
+Versions (kio starts at v2): v2-v4 carry ``retention_time``, which is
+ignored: offsets expire per ``offsets.retention.minutes``, as Kafka does
+from v5; v6 adds the leader epoch; v7 ``group_instance_id``; v8 is v7 made
+flexible; v9 is v8 for classic groups (its member epoch is the generation);
+v10 names topics by ID.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.groups import coordinator_of
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import Broker, RequestContext
+from logstore.coordinator.coordinator import OffsetCommit
+
+
+def topic_name(broker: Broker, topic: Any, by_id: bool) -> tuple[str | None, ErrorCode]:
+    """The name of a request's topic (by ID from v10), or None and why there is none."""
+    if by_id:
+        topic_id = topic.topic_id
+        name = None if topic_id is None or topic_id.int == 0 else broker.store.topic_by_id(topic_id)
+        return name, ErrorCode.none if name is not None else ErrorCode.unknown_topic_id
+    name = topic.name
+    if not broker.store.has_topic(name):
+        return None, ErrorCode.unknown_topic_or_partition
+    return name, ErrorCode.none
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(8, ctx.version).response_module
+    broker = ctx.broker
+    store = broker.store
+    offsets: dict[tuple[str, int], OffsetCommit] = {}
+    errors: dict[tuple[int, int], ErrorCode] = {}  # (topic index, partition) -> error before committing
+    names: list[str | None] = []
+    for index, topic in enumerate(request.topics):
+        name, error = topic_name(broker, topic, ctx.version >= 10)
+        names.append(name)
+        count = store.partitions(name) if name is not None else 0
+        for partition in topic.partitions:
+            if name is None:
+                errors[(index, partition.partition_index)] = error
+            elif not 0 <= partition.partition_index < count:
+                errors[(index, partition.partition_index)] = ErrorCode.unknown_topic_or_partition
+            else:
+                offsets[(name, partition.partition_index)] = (
+                    partition.committed_offset,
+                    getattr(partition, "committed_leader_epoch", -1),
+                    partition.committed_metadata,
+                )
+    committed: dict[tuple[str, int], ErrorCode] = {}
+    if offsets:
+        committed = coordinator_of(broker).commit_offsets(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            offsets,
+            getattr(request, "group_instance_id", None),
+        )
+    topics = []
+    for index, topic in enumerate(request.topics):
+        name = names[index]
+        partitions = tuple(
+            build(
+                module.OffsetCommitResponsePartition,
+                partition_index=partition.partition_index,
+                error_code=errors.get(
+                    (index, partition.partition_index),
+                    committed.get((name or "", partition.partition_index), ErrorCode.none),
+                ),
+            )
+            for partition in topic.partitions
+        )
+        topics.append(
+            build(
+                module.OffsetCommitResponseTopic,
+                name=getattr(topic, "name", None),
+                topic_id=getattr(topic, "topic_id", None),
+                partitions=partitions,
+            )
+        )
+    return build(module.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+API = Api(key=8, name="OffsetCommit", min_version=2, max_version=10, handle=handle)

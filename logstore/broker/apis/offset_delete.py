@@ -1,0 +1,63 @@
+"""OffsetDelete (key 47): forget a group's committed offsets for some partitions.
+
+Partitions of topics that do not exist answer UNKNOWN_TOPIC_OR_PARTITION
+(Kafka's check before the coordinator). The coordinator deletes offsets of
+an Empty group, or of topics no member of a consumer group subscribes to
+(the others: GROUP_SUBSCRIBED_TO_TOPIC); an unknown group is
+GROUP_ID_NOT_FOUND and a non-consumer group with members NON_EMPTY_GROUP,
+both as the top-level error with no topics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.groups import coordinator_of
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import RequestContext
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(47, ctx.version).response_module
+    store = ctx.broker.store
+    unknown: set[tuple[str, int]] = set()
+    wanted: list[tuple[str, int]] = []
+    for topic in request.topics:
+        count = store.partitions(topic.name) if store.has_topic(topic.name) else 0
+        for partition in topic.partitions:
+            key = (topic.name, partition.partition_index)
+            if 0 <= partition.partition_index < count:
+                wanted.append(key)
+            else:
+                unknown.add(key)
+    result = coordinator_of(ctx.broker).delete_offsets(request.group_id, wanted)
+    if result.error != ErrorCode.none:
+        return build(
+            module.OffsetDeleteResponse, throttle_time=NO_THROTTLE, error_code=result.error, topics=()
+        )
+    topics = tuple(
+        build(
+            module.OffsetDeleteResponseTopic,
+            name=topic.name,
+            partitions=tuple(
+                build(
+                    module.OffsetDeleteResponsePartition,
+                    partition_index=partition.partition_index,
+                    error_code=ErrorCode.unknown_topic_or_partition
+                    if (topic.name, partition.partition_index) in unknown
+                    else result.partitions.get((topic.name, partition.partition_index), ErrorCode.none),
+                )
+                for partition in topic.partitions
+            ),
+        )
+        for topic in request.topics
+    )
+    return build(
+        module.OffsetDeleteResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, topics=topics
+    )
+
+
+API = Api(key=47, name="OffsetDelete", min_version=0, max_version=0, handle=handle)

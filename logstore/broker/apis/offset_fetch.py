@@ -1,0 +1,107 @@
+"""OffsetFetch (key 9): a group's committed offsets.
+
+Each asked-for partition gets its committed offset, leader epoch (v5+) and
+metadata, or offset -1 when there is none; null topics (v2+) mean every
+partition the group has committed, grouped by topic. Any group's offsets
+can be read, whatever its state. v1 reports a group error on every
+partition (it has no top-level error); v7's ``require_stable`` never waits
+(no transactions, so no offsets are pending); from v8 one request asks for
+several groups; v9's member id and epoch are for KIP-848 groups and not
+checked for classic ones (as Kafka); v10 names topics by ID: an unknown ID
+is UNKNOWN_TOPIC_ID, and fetching everything leaves out topics that no
+longer exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.groups import coordinator_of
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import RequestContext
+from logstore.coordinator import FetchedOffset
+
+_NONE = FetchedOffset(-1, -1, "")
+
+
+def _fetch_group(
+    ctx: RequestContext, module: Any, group_id: str, topics: Any, classes: tuple[Any, Any]
+) -> tuple[ErrorCode, tuple[Any, ...]]:
+    """(group error, response topics) for one group."""
+    topic_class, partition_class = classes
+    store = ctx.broker.store
+    by_id = ctx.version >= 10
+    coordinator = coordinator_of(ctx.broker)
+    # [(response key: name or ID, name or None, [(partition, FetchedOffset or error)])]
+    wanted: list[tuple[Any, str | None, list[int]]] = []
+    if topics is None:
+        result = coordinator.fetch_offsets(group_id, None)
+        by_topic: dict[str, list[int]] = {}
+        for topic_name, partition in sorted(result.offsets):
+            by_topic.setdefault(topic_name, []).append(partition)
+        for topic_name, partitions in by_topic.items():
+            if by_id:
+                if not store.has_topic(topic_name):
+                    continue
+                wanted.append((store.topic_id(topic_name), topic_name, partitions))
+            else:
+                wanted.append((topic_name, topic_name, partitions))
+    else:
+        asked = []
+        for topic in topics:
+            if by_id:
+                topic_id = topic.topic_id
+                name = None if topic_id is None or topic_id.int == 0 else store.topic_by_id(topic_id)
+                wanted.append((topic_id, name, list(topic.partition_indexes)))
+            else:
+                wanted.append((topic.name, topic.name, list(topic.partition_indexes)))
+        for _, name, partitions in wanted:
+            if name is not None:
+                asked += [(name, partition) for partition in partitions]
+        result = coordinator.fetch_offsets(group_id, asked)
+    group_error = result.error
+    response_topics = []
+    for key, name, partitions in wanted:
+        rows = []
+        for partition in partitions:
+            fetched = _NONE if name is None else result.offsets.get((name, partition), _NONE)
+            error = fetched.error
+            if name is None:
+                error = ErrorCode.unknown_topic_id
+            elif ctx.version < 2 and group_error != ErrorCode.none:
+                error = group_error
+            rows.append(
+                build(
+                    partition_class,
+                    partition_index=partition,
+                    committed_offset=fetched.offset,
+                    committed_leader_epoch=fetched.leader_epoch,
+                    metadata=fetched.metadata,
+                    error_code=error,
+                )
+            )
+        fields = {"topic_id": key} if by_id else {"name": key}
+        response_topics.append(build(topic_class, partitions=tuple(rows), **fields))
+    return group_error, tuple(response_topics)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(9, ctx.version).response_module
+    if ctx.version < 8:
+        classes = (module.OffsetFetchResponseTopic, module.OffsetFetchResponsePartition)
+        error, topics = _fetch_group(ctx, module, request.group_id, request.topics, classes)
+        return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, error_code=error, topics=topics)
+    classes = (module.OffsetFetchResponseTopics, module.OffsetFetchResponsePartitions)
+    groups = []
+    for group in request.groups:
+        error, topics = _fetch_group(ctx, module, group.group_id, group.topics, classes)
+        groups.append(
+            build(module.OffsetFetchResponseGroup, group_id=group.group_id, topics=topics, error_code=error)
+        )
+    return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+
+
+API = Api(key=9, name="OffsetFetch", min_version=1, max_version=10, handle=handle)

@@ -1,0 +1,50 @@
+"""SyncGroup (key 14): a member's assignment; the leader hands in everyone's.
+
+Handed to the group coordinator. A follower's sync waits until the leader's
+arrives (or the group starts another rebalance: REBALANCE_IN_PROGRESS); the
+assignment bytes pass through untouched. v3 adds ``group_instance_id``; from
+v5 the request must name the protocol type and name (else
+INCONSISTENT_GROUP_PROTOCOL, as Kafka), which must match the group's, and
+the answer carries them back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.groups import coordinator_of
+from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.server import RequestContext
+from logstore.coordinator import SyncResult
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(14, ctx.version).response_module
+    protocol_type = getattr(request, "protocol_type", None)
+    protocol_name = getattr(request, "protocol_name", None)
+    if ctx.version >= 5 and (protocol_type is None or protocol_name is None):
+        result = SyncResult(ErrorCode.inconsistent_group_protocol)
+    else:
+        result = await coordinator_of(ctx.broker).sync_group(
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            [(item.member_id, bytes(item.assignment)) for item in request.assignments],
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+        )
+    return build(
+        module.SyncGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+API = Api(key=14, name="SyncGroup", min_version=0, max_version=5, handle=handle)
