@@ -175,11 +175,10 @@ def make_writer(broker: Broker, partitions: int) -> Writer:
     """The coordinator's writer: one group's records -> one batch on the group's partition."""
     store = broker.store
 
-    def write(records: list[Record]) -> None:
+    def write(group_id: str, records: list[Record]) -> None:
         if not records:
             return
-        key = decode_key(records[0][0])
-        partition = partition_for(key.group, partitions)
+        partition = partition_for(group_id, partitions)
         try:
             store.log(OFFSETS_TOPIC, partition).append(records)
         except RecordTooLargeError as e:

@@ -39,6 +39,7 @@ from kio.static.constants import EntityType
 NO_THROTTLE = datetime.timedelta(0)
 HEADER = struct.Struct(">hhi")
 SIZE = struct.Struct(">i")
+_I16 = struct.Struct(">h")
 API_VERSIONS_KEY = 18
 
 
@@ -418,6 +419,42 @@ class ResponseBuffer:
         assert isinstance(first, bytearray)
         SIZE.pack_into(first, 0, self.size)
         return self.chunks
+
+
+EMPTY_TAGS = b"\x00"
+"""An empty tagged-field section (flexible versions)."""
+
+
+def wire_uvarint(value: int) -> bytes:
+    """An unsigned varint.
+
+    >>> wire_uvarint(1), wire_uvarint(300)
+    (b'\\x01', b'\\xac\\x02')
+    """
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def wire_string(value: str | None, flexible: bool, nullable: bool) -> bytes:
+    """A (compact when ``flexible``) string; None only where the field is nullable.
+
+    >>> wire_string("ab", False, False), wire_string("ab", True, False), wire_string(None, True, True)
+    (b'\\x00\\x02ab', b'\\x03ab', b'\\x00')
+    """
+    if value is None:
+        assert nullable
+        return b"\x00" if flexible else b"\xff\xff"
+    raw = value.encode()
+    return (wire_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+
+
+def wire_count(n: int, flexible: bool) -> bytes:
+    """An array's length: a compact (n + 1) varint when ``flexible``, else an int32."""
+    return wire_uvarint(n + 1) if flexible else SIZE.pack(n)
 
 
 class RawBody(bytes):

@@ -78,6 +78,7 @@ class Connection(asyncio.BufferedProtocol):
         self._wake = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
+        self._pending: list[bytes] = []  # responses not yet written (see _flush_pending)
         self._task: asyncio.Task[None] | None = None
 
     # -- asyncio.Protocol --------------------------------------------------
@@ -165,15 +166,36 @@ class Connection(asyncio.BufferedProtocol):
         try:
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
+                    self._flush_pending()  # what went before goes first
                     await self._send_region(loop, transport, chunk)
                 elif chunk:
-                    transport.write(chunk)
+                    if not self._pending:
+                        loop.call_soon(self._flush_pending)
+                    # A view may point into a buffer reused once this returns: keep a copy.
+                    self._pending.append(chunk if isinstance(chunk, bytes) else bytes(chunk))
         finally:
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
                     chunk.close()
         if not self._writable.is_set():
             await self._writable.wait()
+
+    def _flush_pending(self) -> None:
+        """Write the responses queued since the loop last ran, with one send.
+
+        Responses to pipelined requests that are served without waiting
+        (OffsetCommit, Heartbeat, small Produce...) queue here until the serving
+        coroutine yields to the loop; one write then carries them all, instead
+        of one system call per response.
+        """
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
     async def _send_region(
         self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, region: FileRegion
@@ -204,6 +226,7 @@ class Connection(asyncio.BufferedProtocol):
             if abort:
                 self.transport.abort()
             else:
+                self._flush_pending()  # answers already made still go out before the close
                 self.transport.close()
 
 

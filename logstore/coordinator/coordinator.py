@@ -78,8 +78,8 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
-Writer = Callable[[list[Record]], None]
-"""Appends records to ``__consumer_offsets``; each call holds the records of one group.
+Writer = Callable[[str, list[Record]], None]
+"""Appends records to ``__consumer_offsets``: ``writer(group_id, records)``, all of one group.
 
 It returns once they are durable, or raises: :class:`WriteError` to choose
 the error the request gets, anything else for COORDINATOR_NOT_AVAILABLE.
@@ -1072,7 +1072,7 @@ class GroupCoordinator:
         if not values:
             return dict.fromkeys(offsets, ErrorCode.offset_metadata_too_large)
         records = [offset_commit_record(group.group_id, t, p, value) for (t, p), value in values.items()]
-        error = self._write(records)
+        error = self._write(group.group_id, records)
         if error == ErrorCode.none and not group.is_in(GroupState.DEAD):
             group.offsets.update(values)
         return {
@@ -1165,7 +1165,7 @@ class GroupCoordinator:
             if group.generation_id > 0:  # offsets-only groups never wrote metadata
                 records.append(group_metadata_record(group.group_id, None))
         if records:
-            error = self._write(records)
+            error = self._write(group.group_id, records)
             if error != ErrorCode.none:
                 log.warning("could not write tombstones of group %s: %s", group.group_id, error.name)
         return len(removed)
@@ -1275,13 +1275,15 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
 
     def _store_group(self, group: GroupMetadata, assignment: Mapping[str, bytes]) -> ErrorCode:
-        return self._write([group_metadata_record(group.group_id, group.to_record_value(assignment))])
+        return self._write(
+            group.group_id, [group_metadata_record(group.group_id, group.to_record_value(assignment))]
+        )
 
-    def _write(self, records: list[Record]) -> ErrorCode:
+    def _write(self, group_id: str, records: list[Record]) -> ErrorCode:
         if self._writer is None:
             return ErrorCode.none
         try:
-            self._writer(records)
+            self._writer(group_id, records)
         except WriteError as exc:
             return exc.error
         except Exception:

@@ -102,6 +102,15 @@ def _unpack(record: RecordLike) -> tuple[Any, Any, Sequence[tuple[Any, Any]], in
     )
 
 
+def has_keyless(records: Sequence[RecordLike]) -> bool:
+    """Whether any record has no key (a compacted log refuses those). O(n), no encoding.
+
+    >>> has_keyless([(b"k", b"v"), b"no key"]), has_keyless([(b"k", None)])
+    (True, False)
+    """
+    return any(_unpack(record)[0] is None for record in records)
+
+
 def _check_fields(
     base_offset: int,
     timestamp: int,

@@ -51,7 +51,7 @@ from logstore.errors import (
 )
 from logstore.records import Record, RecordBatch, build_batch
 from logstore.records.batch import Columns, batches_of, columns_of, scan
-from logstore.records.builder import RecordLike
+from logstore.records.builder import RecordLike, has_keyless
 from logstore.storage.checkpoints import fsync_directory, read_offsets, write_offsets
 from logstore.storage.config import LogConfig
 from logstore.storage.index import IndexFullError
@@ -269,6 +269,11 @@ class Log:
 
         With ``flush.messages=1`` the records are on disk when this returns.
         """
+        if "compact" in self.config.cleanup_policy:
+            # Checked on the Python objects: cheaper than decoding the built batch again.
+            records = records if isinstance(records, (list, tuple)) else list(records)
+            if has_keyless(records):
+                raise self._keyless_error()
         with self._lock:
             self._check_open()
             first = self.log_end_offset
@@ -280,8 +285,6 @@ class Log:
                     f"a batch of {len(batch)} bytes exceeds max.message.bytes={self.config.max_message_bytes}; "
                     "raise it or append fewer records at a time"
                 )
-            if "compact" in self.config.cleanup_policy:
-                self._refuse_keyless(batch)
             info = self._append_assigned(batch, first)
         self._after_append(info)
         return info
@@ -334,11 +337,14 @@ class Log:
         """
         columns = columns_of(memoryview(data))
         if len(columns) and int(columns.key_lengths.min()) < 0:
-            raise InvalidRecordError(
-                f"{self.path}: a record without a key cannot be appended to a compacted topic "
-                f"(cleanup.policy={','.join(self.config.cleanup_policy)}): compaction keeps the latest "
-                "record per key; give every record a key, or change cleanup.policy to delete"
-            )
+            raise self._keyless_error()
+
+    def _keyless_error(self) -> InvalidRecordError:
+        return InvalidRecordError(
+            f"{self.path}: a record without a key cannot be appended to a compacted topic "
+            f"(cleanup.policy={','.join(self.config.cleanup_policy)}): compaction keeps the latest "
+            "record per key; give every record a key, or change cleanup.policy to delete"
+        )
 
     def _append_assigned(self, data: bytes | bytearray | memoryview, first: int) -> AppendInfo:
         self._maybe_roll(len(data))

@@ -119,6 +119,7 @@ class Store:
         self._closed = False
         self._lock_fd = self._acquire_directory_lock()
         self._logs: dict[tuple[str, int], Log] = {}
+        self._partition_counts: dict[str, int] = {}  # partitions are dense: 0 .. count - 1
         self._topic_configs: dict[str, LogConfig] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._cleaner = Cleaner()
@@ -187,6 +188,7 @@ class Store:
                 topic_id = props.pop("topic.id", None)
                 self._topic_ids[topic] = uuid.UUID(topic_id) if topic_id else uuid.uuid4()
                 self._topic_configs[topic] = LogConfig.from_dict(props, defaults=self.defaults)
+                self._partition_counts[topic] = partitions
                 for partition in range(partitions):
                     key = (topic, partition)
                     self._logs[key] = Log(
@@ -225,6 +227,7 @@ class Store:
                 self._logs[(name, partition)] = Log(
                     self._log_path(name, partition), topic_config, recovery_point=0, clean_shutdown=True
                 )
+            self._partition_counts[name] = partitions
             self._persist_topic(name, partitions)
             fsync_directory(self.data_dir)
 
@@ -250,6 +253,7 @@ class Store:
                     recovery_point=0,
                     clean_shutdown=True,
                 )
+                self._partition_counts[name] = partition + 1
             self._persist_topic(name, total)
 
     def alter_topic_config(self, name: str, config: Mapping[str, Any]) -> LogConfig:
@@ -292,6 +296,7 @@ class Store:
             os.unlink(os.path.join(self.data_dir, TOPIC_CONFIGS, f"{name}.properties"))
             del self._topic_configs[name]
             del self._topic_ids[name]
+            del self._partition_counts[name]
             for key in [k for k in self._logs if k[0] == name]:
                 log = self._logs.pop(key)
                 log.close()
@@ -324,7 +329,7 @@ class Store:
     def partitions(self, topic: str) -> int:
         if topic not in self._topic_configs:
             raise UnknownTopicError(f"unknown topic {topic!r}")
-        return sum(1 for t, _ in self._logs if t == topic)
+        return self._partition_counts[topic]
 
     def log(self, topic: str, partition: int = 0) -> Log:
         """The Log of one partition."""

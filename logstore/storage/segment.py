@@ -53,6 +53,19 @@ from logstore.storage.index import IndexFullError, OffsetIndex, TimeIndex
 SEGMENT_SIZE_MAX = 0x7FFFFFFF  # positions are u32; Kafka caps segments at Int.MaxValue
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+# Index entries an append's scan can yield into the segment's reusable scratch.
+_APPEND_SCRATCH_CAP = 64
+
+
+def _scratch_pointers(scratch: tuple[Any, Any, Any]) -> tuple[Any, ...]:
+    """C pointers to a scan's scratch: entry offsets, positions, timestamps, time-entry offsets."""
+    positions_and_offsets, stamps, time_offsets = scratch
+    return (
+        ffi.from_buffer("uint32_t[]", positions_and_offsets[0]),
+        ffi.from_buffer("uint32_t[]", positions_and_offsets[1]),
+        ffi.from_buffer("int64_t[]", stamps),
+        ffi.from_buffer("uint32_t[]", time_offsets),
+    )
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -118,6 +131,7 @@ class LogSegment:
         self._closed = False
         self._record_cache: dict[int, bytes] = {}
         self._batch_size_max = SEGMENT_SIZE_MAX
+        self._small_scratch: tuple[Any, tuple[Any, ...]] | None = None
         self._map: mmap.mmap | None = None
         self._map_ptr: Any = ffi.NULL
         self._map_size = 0
@@ -299,21 +313,24 @@ class LogSegment:
             buf = ffi.from_buffer(data)
             length = len(buf)
         cap = length // max(self.index_interval_bytes, 1) + 2 if index else 0
-        scratch = np.empty((2, cap), np.uint32), np.empty(cap, np.int64), np.empty(cap, np.uint32)
-        positions_and_offsets, stamps, time_offsets = scratch
-        rc = lib.ls_scan_batches(
-            buf,
-            length,
-            state,
-            ffi.from_buffer("uint32_t[]", positions_and_offsets[0]),
-            ffi.from_buffer("uint32_t[]", positions_and_offsets[1]),
-            ffi.from_buffer("int64_t[]", stamps),
-            ffi.from_buffer("uint32_t[]", time_offsets),
-            cap,
-        )
+        if data is not None and cap <= _APPEND_SCRATCH_CAP:
+            # Appends (under the log's lock) reuse one small scratch: most are far below it.
+            scratch, pointers = self._append_scratch()
+            cap = _APPEND_SCRATCH_CAP
+        else:
+            scratch = np.empty((2, cap), np.uint32), np.empty(cap, np.int64), np.empty(cap, np.uint32)
+            pointers = _scratch_pointers(scratch)
+        rc = lib.ls_scan_batches(buf, length, state, *pointers, cap)
         if rc != 0:
             raise_for(rc, f"scanning {self.log_path}")
         return state, scratch
+
+    def _append_scratch(self) -> tuple[Any, tuple[Any, ...]]:
+        if self._small_scratch is None:
+            cap = _APPEND_SCRATCH_CAP
+            arrays = np.empty((2, cap), np.uint32), np.empty(cap, np.int64), np.empty(cap, np.uint32)
+            self._small_scratch = arrays, _scratch_pointers(arrays)
+        return self._small_scratch
 
     def _apply_index_entries(self, state: Any, scratch: Any) -> None:
         offsets_positions, stamps, time_offsets = scratch

@@ -1,4 +1,4 @@
-"""The frame splitter and the zero-copy Produce decoder, against simple oracles (kio)."""
+"""The frame splitter, the zero-copy Produce decoder and the direct response encoders, against kio."""
 
 from __future__ import annotations
 
@@ -202,3 +202,45 @@ def test_produce_response_bytes_equal_kios(version: int, topics: list) -> None:
         throttle_time=NO_THROTTLE,
     )
     assert encode_body(version, topics) == encode(response)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    version=st.integers(2, 10),
+    topics=st.lists(
+        st.tuples(
+            st.text(max_size=20),
+            st.uuids(),
+            st.lists(
+                st.tuples(st.integers(-1, 2**31 - 1), st.sampled_from([0, 3, 12, 22, 25, 27, 28, 100])),
+                max_size=4,
+            ),
+        ),
+        max_size=4,
+    ),
+)
+def test_offset_commit_response_bytes_equal_kios(version: int, topics: list) -> None:
+    """OffsetCommit's hand-written response encoder writes exactly what kio writes."""
+    from kio.schema.errors import ErrorCode
+
+    from logstore.broker.apis.offset_commit import encode_body as encode_commit
+    from logstore.broker.protocol import NO_THROTTLE, build
+
+    module = load_payload_module(8, version, EntityType.response)
+    response = build(
+        module.OffsetCommitResponse,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            build(
+                module.OffsetCommitResponseTopic,
+                name=name,
+                topic_id=topic_id,
+                partitions=tuple(
+                    build(module.OffsetCommitResponsePartition, partition_index=p, error_code=ErrorCode(e))
+                    for p, e in parts
+                ),
+            )
+            for name, topic_id, parts in topics
+        ),
+    )
+    assert encode_commit(version, topics) == encode(response)

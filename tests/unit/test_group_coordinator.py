@@ -68,7 +68,8 @@ class Env:
         self.fail_writes = False
         self.coordinator = GroupCoordinator(CoordinatorConfig(**config), clock=self.clock, writer=self.write)
 
-    def write(self, records: list[Record]) -> None:
+    def write(self, group_id: str, records: list[Record]) -> None:
+        assert all(decode_key(key).group == group_id for key, _ in records)
         if self.fail_writes:
             raise WriteError(E.not_coordinator)
         self.records.extend(records)

@@ -16,13 +16,16 @@ v10 names topics by ID.
 
 from __future__ import annotations
 
+import struct
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
 from logstore.broker.groups import coordinator_of
-from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.protocol import EMPTY_TAGS, RawBody, wire_count, wire_string
 from logstore.broker.server import Broker, RequestContext
 from logstore.coordinator.coordinator import OffsetCommit
 
@@ -40,7 +43,6 @@ def topic_name(broker: Broker, topic: Any, by_id: bool) -> tuple[str | None, Err
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    module = codec(8, ctx.version).response_module
     broker = ctx.broker
     store = broker.store
     offsets: dict[tuple[str, int], OffsetCommit] = {}
@@ -70,29 +72,61 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             offsets,
             getattr(request, "group_instance_id", None),
         )
-    topics = []
+    answers = []
     for index, topic in enumerate(request.topics):
         name = names[index]
-        partitions = tuple(
-            build(
-                module.OffsetCommitResponsePartition,
-                partition_index=partition.partition_index,
-                error_code=errors.get(
-                    (index, partition.partition_index),
-                    committed.get((name or "", partition.partition_index), ErrorCode.none),
-                ),
-            )
-            for partition in topic.partitions
-        )
-        topics.append(
-            build(
-                module.OffsetCommitResponseTopic,
-                name=getattr(topic, "name", None),
-                topic_id=getattr(topic, "topic_id", None),
-                partitions=partitions,
+        answers.append(
+            (
+                getattr(topic, "name", None),
+                getattr(topic, "topic_id", None),
+                [
+                    (
+                        partition.partition_index,
+                        errors.get(
+                            (index, partition.partition_index),
+                            committed.get((name or "", partition.partition_index), ErrorCode.none),
+                        ),
+                    )
+                    for partition in topic.partitions
+                ],
             )
         )
-    return build(module.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return encode_body(ctx.version, answers)
+
+
+_PARTITION = struct.Struct(">ih")  # partition_index, error_code
+_FLEXIBLE_FROM = 8
+
+
+def encode_body(
+    version: int, topics: Sequence[tuple[str | None, uuid.UUID | None, Sequence[tuple[int, int]]]]
+) -> RawBody:
+    """An OffsetCommitResponse body (v2-v10), written directly (kio's writer costs a third
+    of a commit): topics of (name, topic ID, [(partition, error code)]); the name up to
+    v9, the ID from v10. Byte-equal to kio's encoding (tests/unit/test_framing_and_produce_decode.py).
+    """
+    flexible = version >= _FLEXIBLE_FROM
+    out = bytearray(NO_THROTTLE_BYTES if version >= 3 else b"")
+    out += wire_count(len(topics), flexible)
+    for name, topic_id, partitions in topics:
+        if version >= 10:
+            out += (topic_id or _NULL_UUID).bytes
+        else:
+            out += wire_string(name or "", flexible, False)
+        out += wire_count(len(partitions), flexible)
+        for partition, error in partitions:
+            out += _PARTITION.pack(partition, error)
+            if flexible:
+                out += EMPTY_TAGS
+        if flexible:
+            out += EMPTY_TAGS
+    if flexible:
+        out += EMPTY_TAGS
+    return RawBody(out)
+
+
+_NULL_UUID = uuid.UUID(int=0)
+NO_THROTTLE_BYTES = struct.pack(">i", 0)
 
 
 API = Api(key=8, name="OffsetCommit", min_version=2, max_version=10, handle=handle)

@@ -24,7 +24,7 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from logstore.broker.protocol import ProtocolError, read_uvarint
+from logstore.broker.protocol import EMPTY_TAGS, ProtocolError, read_uvarint, wire_count, wire_string
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -84,7 +84,7 @@ class _Cursor:
             raise ProtocolError(f"produce request: {what} is null or has a negative length")
         return bytes(self.take(n, what)).decode("utf-8", "replace")
 
-    def array_count(self, what: str) -> int:
+    def arraywire_count(self, what: str) -> int:
         n = self.length(_I32)
         if not 0 <= n <= ITEMS_MAX or n > self.end - self.at:
             raise ProtocolError(f"produce request: {what} has {n} items")
@@ -113,10 +113,10 @@ def decode(frame: bytes | memoryview, at: int, version: int) -> tuple[Any, int]:
     acks = cursor.int16()
     timeout = cursor.int32()
     topics = []
-    for _ in range(cursor.array_count("topics")):
+    for _ in range(cursor.arraywire_count("topics")):
         name = cursor.string(False, "topic name")
         partitions = []
-        for _ in range(cursor.array_count("partitions")):
+        for _ in range(cursor.arraywire_count("partitions")):
             index = cursor.int32()
             size = cursor.length(_I32)
             records = None if size == -1 else cursor.take(size, "records")
@@ -138,28 +138,6 @@ def decode(frame: bytes | memoryview, at: int, version: int) -> tuple[Any, int]:
 
 _I64 = struct.Struct(">q")
 _PARTITION_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
-_EMPTY_TAGS = b"\x00"
-
-
-def _uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _string(value: str | None, flexible: bool, nullable: bool) -> bytes:
-    if value is None:
-        assert nullable
-        return b"\x00" if flexible else b"\xff\xff"
-    raw = value.encode()
-    return (_uvarint_bytes(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint_bytes(n + 1) if flexible else _I32.pack(n)
 
 
 def encode_body(
@@ -168,22 +146,22 @@ def encode_body(
     """A ProduceResponse body (v3-v10): topics of (name, [(index, error, base offset,
     log append time, log start offset, error message)]), no throttle, no record errors."""
     flexible = version >= _FLEXIBLE_FROM
-    out = bytearray(_count(len(topics), flexible))
+    out = bytearray(wire_count(len(topics), flexible))
     for name, partitions in topics:
-        out += _string(name, flexible, False)
-        out += _count(len(partitions), flexible)
+        out += wire_string(name, flexible, False)
+        out += wire_count(len(partitions), flexible)
         for index, error, base_offset, append_time, log_start, message in partitions:
             out += _PARTITION_V3.pack(index, error, base_offset, append_time)
             if version >= 5:
                 out += _I64.pack(log_start)
             if version >= 8:
-                out += _count(0, flexible)  # record_errors
-                out += _string(message, flexible, True)
+                out += wire_count(0, flexible)  # record_errors
+                out += wire_string(message, flexible, True)
             if flexible:
-                out += _EMPTY_TAGS
+                out += EMPTY_TAGS
         if flexible:
-            out += _EMPTY_TAGS
+            out += EMPTY_TAGS
     out += _I32.pack(0)  # throttle_time_ms
     if flexible:
-        out += _EMPTY_TAGS
+        out += EMPTY_TAGS
     return bytes(out)
