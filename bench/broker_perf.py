@@ -477,6 +477,35 @@ def summarize_raw(profile: Profile, top: int) -> None:
     profile.files_top = files.most_common(top)
 
 
+def produce_under(
+    broker: Broker,
+    command: list[str],
+    tool: str,
+    topic: str,
+    label: str,
+    args: argparse.Namespace,
+    value: bytes,
+) -> Phase | None:
+    """One produce phase while ``command`` (a profiler attached to the broker) records; None if it fails."""
+    tool_log = os.path.join(os.path.dirname(broker.log_path), f"{tool}.log")
+    with open(tool_log, "w") as log:
+        recorder = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        time.sleep(1.0)  # let it attach
+        if recorder.poll() is not None:
+            with open(tool_log) as f:
+                print(f"{tool} exited before the phase: {f.read()[-2000:]}", file=sys.stderr)
+            return None
+        return produce_confluent(broker, topic, args.records, value, "1", args.phase_timeout, label)
+    finally:
+        recorder.send_signal(signal.SIGINT)
+        try:
+            recorder.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            recorder.kill()
+            recorder.wait()
+
+
 def profile_produce(args: argparse.Namespace, broker: Broker, value: bytes) -> Profile | None:
     py_spy = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     if not os.path.exists(py_spy):
@@ -488,25 +517,9 @@ def profile_produce(args: argparse.Namespace, broker: Broker, value: bytes) -> P
     ]  # fmt: skip
     if args.profile_native:
         command.append("--native")
-    spy_log = os.path.join(os.path.dirname(broker.log_path), "py-spy.log")
-    with open(spy_log, "w") as log:
-        spy = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        time.sleep(1.0)  # let it attach
-        if spy.poll() is not None:
-            with open(spy_log) as f:
-                print(f"--profile: py-spy exited: {f.read()[-2000:]}", file=sys.stderr)
-            return None
-        phase = produce_confluent(
-            broker, "profile-produce", args.records, value, "1", args.phase_timeout, "profiled produce"
-        )
-    finally:
-        spy.send_signal(signal.SIGINT)
-        try:
-            spy.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            spy.kill()
-            spy.wait()
+    phase = produce_under(broker, command, "py-spy", "profile-produce", "profiled produce", args, value)
+    if phase is None:
+        return None
     profile = Profile(args.profile, args.profile_format, phase.seconds, args.profile_rate, phase.figures())
     if args.profile_format == "raw" and os.path.exists(args.profile):
         summarize_raw(profile, args.profile_top)
@@ -591,26 +604,10 @@ def perf_produce(args: argparse.Namespace, broker: Broker, value: bytes) -> CpuP
     if shutil.which("perf") is None:
         print("--perf: Linux perf is not installed; skipped", file=sys.stderr)
         return None
-    perf_log = os.path.join(os.path.dirname(broker.log_path), "perf.log")
     command = ["perf", "record", "-F", "999", "-g", "-p", str(broker.pid), "-o", args.perf]
-    with open(perf_log, "w") as log:
-        recorder = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        time.sleep(1.0)  # let it attach
-        if recorder.poll() is not None:
-            with open(perf_log) as f:
-                print(f"--perf: perf exited: {f.read()[-2000:]}", file=sys.stderr)
-            return None
-        phase = produce_confluent(
-            broker, "perf-produce", args.records, value, "1", args.phase_timeout, "produce under perf"
-        )
-    finally:
-        recorder.send_signal(signal.SIGINT)
-        try:
-            recorder.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            recorder.kill()
-            recorder.wait()
+    phase = produce_under(broker, command, "perf", "perf-produce", "produce under perf", args, value)
+    if phase is None:
+        return None
     profile = CpuProfile(args.perf, phase.figures())
     summarize_perf(profile, args.profile_top)
     return profile

@@ -575,6 +575,13 @@ def table(output: str) -> tuple[list[str], list[list[str]]]:
 
 def test_groups_cli_describe_reset_and_delete(fast_broker: BrokerProcess) -> None:
     bootstrap = fast_broker.bootstrap
+
+    def reset_to_earliest(*extra: str) -> subprocess.CompletedProcess[str]:
+        return cli(
+            "reset-offsets", "--bootstrap-server", bootstrap, "--group", "cli-group",
+            "--topic", "lag", "--to-earliest", *extra,
+        )  # fmt: skip
+
     create_topic(bootstrap, "lag", 2)
     producer = Producer({"bootstrap.servers": bootstrap})
     for n in range(10):
@@ -602,16 +609,7 @@ def test_groups_cli_describe_reset_and_delete(fast_broker: BrokerProcess) -> Non
     ]
     listed = cli("list", "--bootstrap-server", bootstrap)
     assert listed.returncode == 0 and "cli-group" in listed.stdout.split()
-    busy = cli(
-        "reset-offsets",
-        "--bootstrap-server",
-        bootstrap,
-        "--group",
-        "cli-group",
-        "--topic",
-        "lag",
-        "--to-earliest",
-    )
+    busy = reset_to_earliest()
     assert busy.returncode == 1 and "inactive" in busy.stderr and "Stable" in busy.stderr
     member.close()
 
@@ -622,16 +620,7 @@ def test_groups_cli_describe_reset_and_delete(fast_broker: BrokerProcess) -> Non
         ["cli-group", "lag", "0", "7", "10", "3", "-", "-", "-"],
         ["cli-group", "lag", "1", "4", "4", "0", "-", "-", "-"],
     ]
-    dry = cli(
-        "reset-offsets",
-        "--bootstrap-server",
-        bootstrap,
-        "--group",
-        "cli-group",
-        "--topic",
-        "lag",
-        "--to-earliest",
-    )
+    dry = reset_to_earliest()
     assert dry.returncode == 0, dry.stderr
     assert "Dry run" in dry.stderr
     header, rows = table(dry.stdout)
@@ -641,17 +630,7 @@ def test_groups_cli_describe_reset_and_delete(fast_broker: BrokerProcess) -> Non
     assert [
         tp.offset for tp in check.committed([TopicPartition("lag", p) for p in range(2)], timeout=10)
     ] == [7, 4]
-    done = cli(
-        "reset-offsets",
-        "--bootstrap-server",
-        bootstrap,
-        "--group",
-        "cli-group",
-        "--topic",
-        "lag",
-        "--to-earliest",
-        "--execute",
-    )
+    done = reset_to_earliest("--execute")
     assert done.returncode == 0, done.stderr
     assert [
         tp.offset for tp in check.committed([TopicPartition("lag", p) for p in range(2)], timeout=10)
