@@ -9,12 +9,11 @@ replays every partition of the topic into it (all batches in offset order)
 and starts offset expiry. An existing topic's partition count wins over the
 config, as in Kafka (a group's partition is ``hash(group) % count``).
 
-The coordinator's writer appends one group's records as one batch to that
-group's partition with :meth:`Log.append`, so the topic's ``flush.messages``
-and ``flush.ms`` make it durable like any other log, and wakes fetches
-waiting on the partition. Append errors become Kafka's: a batch over
-``max.message.bytes`` is INVALID_COMMIT_OFFSET_SIZE, a storage error
-NOT_COORDINATOR, anything else COORDINATOR_NOT_AVAILABLE.
+The coordinator's records reach the partitions through an
+:class:`OffsetsAppender` (with :meth:`Log.append`, so the topic's
+``flush.messages`` and ``flush.ms`` make them durable like any other log),
+which batches the OffsetCommits of one event-loop pass and wakes fetches
+waiting on the partition.
 
 >>> millis(__import__("datetime").timedelta(seconds=6))
 6000
@@ -24,9 +23,10 @@ NOT_COORDINATOR, anything else COORDINATOR_NOT_AVAILABLE.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -36,7 +36,6 @@ from logstore.coordinator import (
     GroupCoordinator,
     LoopClock,
     WriteError,
-    Writer,
     partition_for,
 )
 from logstore.coordinator.coordinator import OFFSETS_TOPIC
@@ -96,6 +95,13 @@ def coordinator_of(broker: Broker) -> GroupCoordinator:
     if coordinator is None:  # start() builds it before listening
         raise RuntimeError("the group coordinator is not running")
     return coordinator
+
+
+def offsets_appender_of(broker: Broker) -> OffsetsAppender:
+    appender = broker.offsets_appender
+    if appender is None:  # start() builds it with the coordinator
+        raise RuntimeError("the __consumer_offsets appender is not running")
+    return appender
 
 
 # -- __consumer_offsets ------------------------------------------------------------
@@ -171,27 +177,117 @@ def load_offsets_topic(coordinator: GroupCoordinator, broker: Broker, partitions
             coordinator.load(record for record in read_partition(log) if _decodable(record))
 
 
-def make_writer(broker: Broker, partitions: int) -> Writer:
-    """The coordinator's writer: one group's records -> one batch on the group's partition."""
-    store = broker.store
+class Ticket:
+    """The outcome of one event-loop pass's batch on one ``__consumer_offsets`` partition."""
 
-    def write(group_id: str, records: list[Record]) -> None:
+    __slots__ = ("_appender", "_on_failure", "error")
+
+    def __init__(self, appender: OffsetsAppender) -> None:
+        self._appender = appender
+        self._on_failure: list[Callable[[], None]] = []
+        self.error: ErrorCode | None = None  # None until the batch is appended
+
+    def on_failure(self, undo: Callable[[], None]) -> None:
+        self._on_failure.append(undo)
+
+    def result(self) -> ErrorCode:
+        """The batch's error code (appending it now if it is still staged)."""
+        if self.error is None:
+            self._appender.flush()
+        assert self.error is not None
+        return self.error
+
+    def settle(self, error: ErrorCode) -> None:
+        self.error = error
+        if error != ErrorCode.none:
+            for undo in reversed(self._on_failure):
+                undo()
+        self._on_failure.clear()
+
+
+class OffsetsAppender:
+    """Writes the coordinator's records to ``__consumer_offsets``.
+
+    OffsetCommit records are *staged*: every commit that arrives in one pass
+    of the event loop joins one batch per partition, appended by a callback
+    at the end of the pass (``loop.call_soon``), before the responses of that
+    pass are written (they are written by a later callback, or resolve their
+    ticket first). A commit applies its offsets at once, so requests after it
+    read them, and reverts them if its batch then fails; its response carries
+    the batch's outcome. One append of N commits instead of N appends is what
+    makes the commit path cheap.
+
+    Every other write (group metadata, tombstones) goes through :meth:`write`,
+    which first appends whatever is staged (a partition's records stay in
+    the order they were made) and returns once its records are appended.
+    Append errors become Kafka's: a batch over ``max.message.bytes`` is
+    INVALID_COMMIT_OFFSET_SIZE, a storage error NOT_COORDINATOR, anything
+    else COORDINATOR_NOT_AVAILABLE.
+    """
+
+    def __init__(self, broker: Broker, partitions: int) -> None:
+        self._broker = broker
+        self.partitions = partitions
+        self._staged: dict[int, tuple[list[Record], Ticket]] = {}
+        self._staged_bytes: dict[int, int] = {}
+        self._scheduled = False
+
+    def _limit(self, partition: int) -> int:
+        return self._broker.store.log(OFFSETS_TOPIC, partition).config.max_message_bytes
+
+    def stage(self, group_id: str, records: list[Record]) -> Ticket:
+        """Add a commit's records to this pass's batch of the group's partition."""
+        partition = partition_for(group_id, self.partitions)
+        size = sum(len(key) + len(value or b"") + 32 for key, value in records)
+        limit = self._limit(partition)
+        if size > limit // 2:  # too big to share a batch: on its own, now
+            ticket = Ticket(self)
+            ticket.settle(self._append(partition, records))
+            return ticket
+        if self._staged_bytes.get(partition, 0) + size > limit // 2:
+            self.flush()
+        staged = self._staged.get(partition)
+        if staged is None:
+            staged = self._staged[partition] = ([], Ticket(self))
+            self._staged_bytes[partition] = 0
+        staged[0].extend(records)
+        self._staged_bytes[partition] += size
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+        return staged[1]
+
+    def flush(self) -> None:
+        """Append every staged batch and settle its ticket."""
+        self._scheduled = False
+        staged, self._staged = self._staged, {}
+        self._staged_bytes = {}
+        for partition, (records, ticket) in staged.items():
+            ticket.settle(self._append(partition, records))
+
+    def write(self, group_id: str, records: list[Record]) -> None:
+        """The coordinator's :data:`Writer`: append now (after anything staged)."""
         if not records:
             return
-        partition = partition_for(group_id, partitions)
+        self.flush()
+        error = self._append(partition_for(group_id, self.partitions), records)
+        if error != ErrorCode.none:
+            raise WriteError(error, f"appending to {OFFSETS_TOPIC} failed: {error.name}")
+
+    def _append(self, partition: int, records: list[Record]) -> ErrorCode:
         try:
-            store.log(OFFSETS_TOPIC, partition).append(records)
+            self._broker.store.log(OFFSETS_TOPIC, partition).append(records)
         except RecordTooLargeError as e:
-            raise WriteError(ErrorCode.invalid_commit_offset_size, str(e)) from None
+            _log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
+            return ErrorCode.invalid_commit_offset_size
         except OSError as e:
             _log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
-            raise WriteError(ErrorCode.not_coordinator, str(e)) from None
+            return ErrorCode.not_coordinator
         except LogstoreError as e:
             _log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
-            raise WriteError(ErrorCode.coordinator_not_available, str(e)) from None
-        broker.purgatory.notify((OFFSETS_TOPIC, partition))
-
-    return write
+            return ErrorCode.coordinator_not_available
+        self._broker.purgatory.notify((OFFSETS_TOPIC, partition))
+        return ErrorCode.none
 
 
 def start_coordinator(broker: Broker) -> GroupCoordinator:
@@ -200,7 +296,9 @@ def start_coordinator(broker: Broker) -> GroupCoordinator:
     values = dict(broker.config.values)
     values["offsets.topic.num.partitions"] = partitions
     config = CoordinatorConfig.from_properties(values)
-    coordinator = GroupCoordinator(config, clock=LoopClock(), writer=make_writer(broker, partitions))
+    appender = OffsetsAppender(broker, partitions)
+    broker.offsets_appender = appender
+    coordinator = GroupCoordinator(config, clock=LoopClock(), writer=appender.write)
     load_offsets_topic(coordinator, broker, partitions)
     loaded = coordinator.list_groups()
     if loaded:

@@ -461,13 +461,42 @@ class RawBody(bytes):
     """A response body a handler encoded itself (the hot paths); sent as it is."""
 
 
+class DeferredBody:
+    """A response body that can only be encoded later (when a batched append has settled).
+
+    The connection queues the frame in its place, in request order, and
+    calls ``encode`` when it writes the queued responses.
+    """
+
+    __slots__ = ("encode",)
+
+    def __init__(self, encode: Callable[[], bytes]) -> None:
+        self.encode = encode
+
+
+class DeferredFrame:
+    """A response frame whose body is a :class:`DeferredBody`."""
+
+    __slots__ = ("body", "header")
+
+    def __init__(self, header: bytes, body: DeferredBody) -> None:
+        self.header = header
+        self.body = body
+
+    def resolve(self) -> bytes:
+        body = self.body.encode()
+        return SIZE.pack(len(self.header) + len(body)) + self.header + body
+
+
 def encode_response(codec_: Codec, correlation_id: int, response: Any, header_v0: bool = False) -> list[Any]:
-    """A whole response frame as chunks (bytes and FileRegions)."""
+    """A whole response frame as chunks (bytes, FileRegions, or a DeferredFrame)."""
     header = SIZE.pack(correlation_id)
     if codec_.flexible and not header_v0:
         header += b"\x00"  # no tagged fields
     if isinstance(response, RawBody):
         return [SIZE.pack(len(header) + len(response)) + header + response]
+    if isinstance(response, DeferredBody):
+        return [DeferredFrame(header, response)]
     buffer = ResponseBuffer(header)
     codec_.write(buffer, response)
     return buffer.frame()

@@ -29,6 +29,7 @@ from logstore.broker.producers import PartitionProducers, ProducerIds
 from logstore.broker.protocol import (
     API_VERSIONS_KEY,
     HEADER,
+    DeferredFrame,
     FileRegion,
     ProtocolError,
     RequestHeader,
@@ -40,6 +41,7 @@ from logstore.broker.purgatory import Purgatory
 from logstore.storage.manager import Store
 
 if typing.TYPE_CHECKING:
+    from logstore.broker.groups import OffsetsAppender
     from logstore.coordinator import GroupCoordinator
 
 _log = logging.getLogger("logstore.broker")
@@ -78,7 +80,8 @@ class Connection(asyncio.BufferedProtocol):
         self._wake = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
-        self._pending: list[bytes] = []  # responses not yet written (see _flush_pending)
+        # Responses not yet written (see _flush_pending); a DeferredFrame is encoded then.
+        self._pending: list[bytes | DeferredFrame] = []
         self._task: asyncio.Task[None] | None = None
 
     # -- asyncio.Protocol --------------------------------------------------
@@ -172,7 +175,8 @@ class Connection(asyncio.BufferedProtocol):
                     if not self._pending:
                         loop.call_soon(self._flush_pending)
                     # A view may point into a buffer reused once this returns: keep a copy.
-                    self._pending.append(chunk if isinstance(chunk, bytes) else bytes(chunk))
+                    keep = chunk if isinstance(chunk, (bytes, DeferredFrame)) else bytes(chunk)
+                    self._pending.append(keep)
         finally:
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
@@ -186,7 +190,8 @@ class Connection(asyncio.BufferedProtocol):
         Responses to pipelined requests that are served without waiting
         (OffsetCommit, Heartbeat, small Produce...) queue here until the serving
         coroutine yields to the loop; one write then carries them all, instead
-        of one system call per response.
+        of one system call per response. A :class:`DeferredFrame` (a batched
+        OffsetCommit's answer) is encoded here, once its batch has settled.
         """
         pending = self._pending
         if not pending:
@@ -195,7 +200,8 @@ class Connection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or transport.is_closing():
             return
-        transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+        frames = [chunk if isinstance(chunk, bytes) else chunk.resolve() for chunk in pending]
+        transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     async def _send_region(
         self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, region: FileRegion
@@ -269,6 +275,7 @@ class Broker:
         self._closed = False
         # Consumer groups over __consumer_offsets (see groups.py); built by start().
         self.coordinator: GroupCoordinator | None = None
+        self.offsets_appender: OffsetsAppender | None = None
 
     def _load_cluster_id(self) -> str:
         path = os.path.join(self.data_dir, "cluster.id")
@@ -350,6 +357,8 @@ class Broker:
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
+        if self.offsets_appender is not None:
+            self.offsets_appender.flush()  # commits staged in the last pass
         self.store.close()
 
     async def _reap_idle(self) -> None:

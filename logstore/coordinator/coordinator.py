@@ -270,6 +270,54 @@ class FetchedOffset:
 NO_OFFSET = FetchedOffset(-1, -1, "")
 
 
+class PreparedCommit:
+    """A checked offset commit: its records, and the change it makes once they are written.
+
+    ``errors`` holds the partitions that are not written (with why); every
+    other partition of the request is in ``records`` and takes the write's
+    outcome. ``apply`` makes the offsets visible; ``revert`` undoes an
+    ``apply`` whose write then failed (reverts of one partition's batch run
+    in reverse order, so the offsets before the batch come back).
+    """
+
+    def __init__(
+        self,
+        errors: dict[TopicPartition, ErrorCode],
+        records: list[Record] | None = None,
+        group: GroupMetadata | None = None,
+        values: dict[TopicPartition, OffsetCommitValue] | None = None,
+    ) -> None:
+        self.errors = errors
+        self.records = records or []
+        self._group = group
+        self._values = values or {}
+        self._previous: dict[TopicPartition, OffsetCommitValue | None] = {}
+
+    def apply(self) -> None:
+        group = self._group
+        if group is None or group.is_in(GroupState.DEAD):
+            return
+        self._previous = {partition: group.offsets.get(partition) for partition in self._values}
+        group.offsets.update(self._values)
+
+    def revert(self) -> None:
+        group = self._group
+        if group is None:
+            return
+        for partition, value in self._previous.items():
+            if value is None:
+                group.offsets.pop(partition, None)
+            else:
+                group.offsets[partition] = value
+        self._previous = {}
+
+    def answers(self, write_error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+        """Each partition's error: its own, or the write's."""
+        answers = dict.fromkeys(self._values, write_error)
+        answers.update(self.errors)
+        return answers
+
+
 @dataclass(frozen=True)
 class FetchOffsetsResult:
     error: ErrorCode
@@ -1028,21 +1076,59 @@ class GroupCoordinator:
         members answers UNKNOWN_MEMBER_ID. Metadata longer than
         ``offset.metadata.max.bytes`` (Java string length) answers
         OFFSET_METADATA_TOO_LARGE for its partition; the others commit.
+        The records are written (the writer returns once they are durable)
+        before the offsets are visible to :meth:`fetch_offsets`.
+        """
+        prepared = self.prepare_commit(group_id, generation_id, member_id, offsets, group_instance_id)
+        if not prepared.records:
+            return prepared.answers(ErrorCode.none)
+        error = self._write(group_id, prepared.records)
+        if error == ErrorCode.none:
+            prepared.apply()
+        return prepared.answers(error)
+
+    def prepare_commit(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        offsets: Mapping[TopicPartition, OffsetCommit],
+        group_instance_id: str | None = None,
+    ) -> PreparedCommit:
+        """Check a commit as :meth:`commit_offsets` does and make its records, without writing them.
+
+        The caller writes ``records`` to the group's partition of
+        ``__consumer_offsets``, then calls :meth:`PreparedCommit.apply` (or
+        applies first and :meth:`PreparedCommit.revert` if the write fails:
+        the broker's batched appends), and answers with
+        :meth:`PreparedCommit.answers`. Renews a committing member's session.
         """
         group = self._groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                return dict.fromkeys(offsets, ErrorCode.illegal_generation)
+                return PreparedCommit(dict.fromkeys(offsets, ErrorCode.illegal_generation))
             group = self._add_group(GroupMetadata(group_id, self.clock.now_ms))
         error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if error is None and group.is_in(GroupState.COMPLETING_REBALANCE):
             error = ErrorCode.rebalance_in_progress
         if error is not None:
-            return dict.fromkeys(offsets, error)
+            return PreparedCommit(dict.fromkeys(offsets, error))
         if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             member = group.member(member_id)
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
-        return self._store_offsets(group, offsets)
+        now = self.clock.now_ms()
+        limit = self.config.offset_metadata_max_bytes
+        values = {}
+        errors = {}
+        for partition, (offset, leader_epoch, metadata) in offsets.items():
+            text = metadata or ""
+            if java_string_length(text) <= limit:
+                epoch = -1 if leader_epoch is None else leader_epoch
+                values[partition] = OffsetCommitValue(offset, epoch, text, now)
+            else:
+                errors[partition] = ErrorCode.offset_metadata_too_large
+        records = [offset_commit_record(group_id, t, p, value) for (t, p), value in values.items()]
+        return PreparedCommit(errors, records, group, values)
 
     def _validate_offset_commit(
         self, group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None
@@ -1057,28 +1143,6 @@ class GroupCoordinator:
                 return error
             return ErrorCode.illegal_generation if generation_id != group.generation_id else None
         return None if group.is_in(GroupState.EMPTY) else ErrorCode.unknown_member_id
-
-    def _store_offsets(
-        self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetCommit]
-    ) -> dict[TopicPartition, ErrorCode]:
-        now = self.clock.now_ms()
-        limit = self.config.offset_metadata_max_bytes
-        values = {}
-        for partition, (offset, leader_epoch, metadata) in offsets.items():
-            text = metadata or ""
-            if java_string_length(text) <= limit:
-                epoch = -1 if leader_epoch is None else leader_epoch
-                values[partition] = OffsetCommitValue(offset, epoch, text, now)
-        if not values:
-            return dict.fromkeys(offsets, ErrorCode.offset_metadata_too_large)
-        records = [offset_commit_record(group.group_id, t, p, value) for (t, p), value in values.items()]
-        error = self._write(group.group_id, records)
-        if error == ErrorCode.none and not group.is_in(GroupState.DEAD):
-            group.offsets.update(values)
-        return {
-            partition: error if partition in values else ErrorCode.offset_metadata_too_large
-            for partition in offsets
-        }
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None

@@ -48,6 +48,7 @@ OffsetCommitValue(offset=5, leader_epoch=-1, metadata='', commit_timestamp=1000,
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -63,6 +64,7 @@ Record = tuple[bytes, bytes | None]
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_VALUE_V3_HEAD = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
 
 
 class OffsetsSchemaError(ValueError):
@@ -266,6 +268,10 @@ class OffsetCommitValue:
 
     def encode(self, version: int = OFFSET_COMMIT_VALUE_VERSION) -> bytes:
         """The value at ``version`` (0-4); fields the version lacks are dropped."""
+        if version == 3:  # what the coordinator writes on every commit: one pack
+            metadata = self.metadata.encode("utf-8")
+            head = _VALUE_V3_HEAD.pack(3, self.offset, self.leader_epoch, len(metadata))
+            return head + metadata + _I64.pack(self.commit_timestamp)
         _version_in(version, 0, FLEXIBLE_VALUE_VERSION, "OffsetCommitValue")
         writer = _Writer(version, flexible=version >= FLEXIBLE_VALUE_VERSION)
         writer.int64(self.offset)
@@ -398,8 +404,14 @@ class GroupMetadataValue:
 
 def offset_commit_record(group: str, topic: str, partition: int, value: OffsetCommitValue | None) -> Record:
     """The record of a commit (``value``) or of its deletion (``None``)."""
-    key = OffsetCommitKey(group, topic, partition).encode()
+    key = _offset_commit_key(group, topic, partition)
     return key, None if value is None else value.encode()
+
+
+@functools.lru_cache(maxsize=65_536)
+def _offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    """A group commits the same partitions again and again: their keys are cached."""
+    return OffsetCommitKey(group, topic, partition).encode()
 
 
 def group_metadata_record(group: str, value: GroupMetadataValue | None) -> Record:

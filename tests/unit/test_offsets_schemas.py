@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from logstore.coordinator.schemas import (
@@ -244,3 +244,26 @@ def test_group_value_round_trip(
     assert decoded == GroupMetadataValue(
         protocol_type, generation, protocol, leader, timestamp if version >= 2 else -1, kept
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    offset=st.integers(-1, 2**63 - 1),
+    epoch=st.integers(-1, 2**31 - 1),
+    metadata=st.text(max_size=50),
+    timestamp=st.integers(-1, 2**62),
+)
+def test_value_v3_fast_path_writes_the_schema_bytes(
+    offset: int, epoch: int, metadata: str, timestamp: int
+) -> None:
+    """The one-pack encoding of version 3 is the field-by-field schema encoding."""
+    from logstore.coordinator.schemas import _Writer
+
+    writer = _Writer(3, flexible=False)
+    writer.int64(offset)
+    writer.int32(epoch)
+    writer.string(metadata)
+    writer.int64(timestamp)
+    value = OffsetCommitValue(offset, epoch, metadata, timestamp)
+    assert value.encode(3) == bytes(writer.out)
+    assert OffsetCommitValue.decode(value.encode()) == value

@@ -24,8 +24,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.groups import coordinator_of
-from logstore.broker.protocol import EMPTY_TAGS, RawBody, wire_count, wire_string
+from logstore.broker.groups import coordinator_of, offsets_appender_of
+from logstore.broker.protocol import EMPTY_TAGS, DeferredBody, RawBody, wire_count, wire_string
 from logstore.broker.server import Broker, RequestContext
 from logstore.coordinator.coordinator import OffsetCommit
 
@@ -63,15 +63,36 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     getattr(partition, "committed_leader_epoch", -1),
                     partition.committed_metadata,
                 )
-    committed: dict[tuple[str, int], ErrorCode] = {}
-    if offsets:
-        committed = coordinator_of(broker).commit_offsets(
-            request.group_id,
-            request.generation_id_or_member_epoch,
-            request.member_id,
-            offsets,
-            getattr(request, "group_instance_id", None),
-        )
+    if not offsets:
+        return _encode(ctx.version, request, names, errors, {})
+    coordinator = coordinator_of(broker)
+    prepared = coordinator.prepare_commit(
+        request.group_id,
+        request.generation_id_or_member_epoch,
+        request.member_id,
+        offsets,
+        getattr(request, "group_instance_id", None),
+    )
+    if not prepared.records:  # nothing to write: every partition has its own error
+        return _encode(ctx.version, request, names, errors, prepared.answers(ErrorCode.none))
+    ticket = offsets_appender_of(broker).stage(request.group_id, prepared.records)
+    if ticket.error is not None:  # appended on its own, already settled
+        if ticket.error == ErrorCode.none:
+            prepared.apply()
+        return _encode(ctx.version, request, names, errors, prepared.answers(ticket.error))
+    prepared.apply()  # visible to the requests after this one; reverted if the batch fails
+    ticket.on_failure(prepared.revert)
+    version = ctx.version
+    return DeferredBody(lambda: _encode(version, request, names, errors, prepared.answers(ticket.result())))
+
+
+def _encode(
+    version: int,
+    request: Any,
+    names: list[str | None],
+    errors: dict[tuple[int, int], ErrorCode],
+    committed: dict[tuple[str, int], ErrorCode],
+) -> RawBody:
     answers = []
     for index, topic in enumerate(request.topics):
         name = names[index]
@@ -91,7 +112,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 ],
             )
         )
-    return encode_body(ctx.version, answers)
+    return encode_body(version, answers)
 
 
 _PARTITION = struct.Struct(">ih")  # partition_index, error_code
