@@ -40,6 +40,9 @@ NO_THROTTLE = datetime.timedelta(0)
 HEADER = struct.Struct(">hhi")
 SIZE = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+ITEMS_MAX = 100_000  # array items in one request; each needs several bytes anyway
 API_VERSIONS_KEY = 18
 
 
@@ -419,6 +422,87 @@ class ResponseBuffer:
         assert isinstance(first, bytearray)
         SIZE.pack_into(first, 0, self.size)
         return self.chunks
+
+
+class WireCursor:
+    """Reads a request body field by field, bounds-checked; errors name ``context``.
+
+    For the hot APIs' direct decoders (Produce, OffsetCommit): no objects
+    but the request's own, views instead of copies.
+    """
+
+    __slots__ = ("at", "context", "end", "flexible", "frame")
+
+    def __init__(self, frame: bytes | memoryview, at: int, flexible: bool, context: str) -> None:
+        self.frame = frame
+        self.at = at
+        self.end = len(frame)
+        self.flexible = flexible
+        self.context = context
+
+    def need(self, n: int, what: str) -> None:
+        if n < 0 or self.at + n > self.end:
+            raise ProtocolError(f"{self.context}: {what} runs past the end of the frame")
+
+    def int16(self) -> int:
+        self.need(2, "an int16")
+        (value,) = _I16.unpack_from(self.frame, self.at)
+        self.at += 2
+        return int(value)
+
+    def int64(self) -> int:
+        self.need(8, "an int64")
+        (value,) = _I64.unpack_from(self.frame, self.at)
+        self.at += 8
+        return int(value)
+
+    def int32(self) -> int:
+        self.need(4, "an int32")
+        (value,) = _I32.unpack_from(self.frame, self.at)
+        self.at += 4
+        return int(value)
+
+    def uvarint(self) -> int:
+        value, self.at = read_uvarint(self.frame, self.at, self.end, self.context)
+        return value
+
+    def length(self, legacy: struct.Struct) -> int:
+        """A string/bytes/array length; -1 for null."""
+        if self.flexible:
+            return self.uvarint() - 1
+        self.need(legacy.size, "a length")
+        (value,) = legacy.unpack_from(self.frame, self.at)
+        self.at += legacy.size
+        return int(value)
+
+    def take(self, n: int, what: str) -> memoryview:
+        self.need(n, what)
+        view = memoryview(self.frame)[self.at : self.at + n]
+        self.at += n
+        return view
+
+    def string(self, nullable: bool, what: str) -> str | None:
+        n = self.length(_I16)
+        if n < 0:
+            if nullable and n == -1:
+                return None
+            raise ProtocolError(f"{self.context}: {what} is null or has a negative length")
+        return bytes(self.take(n, what)).decode("utf-8", "replace")
+
+    def array_count(self, what: str) -> int:
+        n = self.length(_I32)
+        if not 0 <= n <= ITEMS_MAX or n > self.end - self.at:
+            raise ProtocolError(f"{self.context}: {what} has {n} items")
+        return n
+
+    def skip_tags(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            size = self.uvarint()
+            self.need(size, "a tagged field")
+            self.at += size
 
 
 EMPTY_TAGS = b"\x00"

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import heapq
 import itertools
 import logging
@@ -86,6 +87,7 @@ the error the request gets, anything else for COORDINATOR_NOT_AVAILABLE.
 """
 
 
+@functools.lru_cache(maxsize=65_536)  # a group is placed on every commit
 def partition_for(group_id: str, partitions: int = 50) -> int:
     """The ``__consumer_offsets`` partition of a group: ``Utils.abs(hashCode) % partitions``.
 

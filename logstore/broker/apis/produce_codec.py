@@ -24,80 +24,11 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from logstore.broker.protocol import EMPTY_TAGS, ProtocolError, read_uvarint, wire_count, wire_string
+from logstore.broker.protocol import EMPTY_TAGS, ProtocolError, WireCursor, wire_count, wire_string
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _FLEXIBLE_FROM = 9
-ITEMS_MAX = 100_000  # topics or partitions in one request; each needs several bytes anyway
-
-
-class _Cursor:
-    __slots__ = ("at", "end", "flexible", "frame")
-
-    def __init__(self, frame: bytes | memoryview, at: int, flexible: bool) -> None:
-        self.frame = frame
-        self.at = at
-        self.end = len(frame)
-        self.flexible = flexible
-
-    def need(self, n: int, what: str) -> None:
-        if n < 0 or self.at + n > self.end:
-            raise ProtocolError(f"produce request: {what} runs past the end of the frame")
-
-    def int16(self) -> int:
-        self.need(2, "an int16")
-        (value,) = _I16.unpack_from(self.frame, self.at)
-        self.at += 2
-        return int(value)
-
-    def int32(self) -> int:
-        self.need(4, "an int32")
-        (value,) = _I32.unpack_from(self.frame, self.at)
-        self.at += 4
-        return int(value)
-
-    def uvarint(self) -> int:
-        value, self.at = read_uvarint(self.frame, self.at, self.end, "produce request")
-        return value
-
-    def length(self, legacy: struct.Struct) -> int:
-        """A string/bytes/array length; -1 for null."""
-        if self.flexible:
-            return self.uvarint() - 1
-        self.need(legacy.size, "a length")
-        (value,) = legacy.unpack_from(self.frame, self.at)
-        self.at += legacy.size
-        return int(value)
-
-    def take(self, n: int, what: str) -> memoryview:
-        self.need(n, what)
-        view = memoryview(self.frame)[self.at : self.at + n]
-        self.at += n
-        return view
-
-    def string(self, nullable: bool, what: str) -> str | None:
-        n = self.length(_I16)
-        if n < 0:
-            if nullable and n == -1:
-                return None
-            raise ProtocolError(f"produce request: {what} is null or has a negative length")
-        return bytes(self.take(n, what)).decode("utf-8", "replace")
-
-    def arraywire_count(self, what: str) -> int:
-        n = self.length(_I32)
-        if not 0 <= n <= ITEMS_MAX or n > self.end - self.at:
-            raise ProtocolError(f"produce request: {what} has {n} items")
-        return n
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            size = self.uvarint()
-            self.need(size, "a tagged field")
-            self.at += size
 
 
 @functools.cache
@@ -108,15 +39,15 @@ def _module(version: int) -> Any:
 def decode(frame: bytes | memoryview, at: int, version: int) -> tuple[Any, int]:
     """The ProduceRequest at ``frame[at:]`` as kio's classes, records as views of the frame."""
     module = _module(version)
-    cursor = _Cursor(frame, at, version >= _FLEXIBLE_FROM)
+    cursor = WireCursor(frame, at, version >= _FLEXIBLE_FROM, "produce request")
     transactional_id = cursor.string(True, "transactional_id")
     acks = cursor.int16()
     timeout = cursor.int32()
     topics = []
-    for _ in range(cursor.arraywire_count("topics")):
+    for _ in range(cursor.array_count("topics")):
         name = cursor.string(False, "topic name")
         partitions = []
-        for _ in range(cursor.arraywire_count("partitions")):
+        for _ in range(cursor.array_count("partitions")):
             index = cursor.int32()
             size = cursor.length(_I32)
             records = None if size == -1 else cursor.take(size, "records")

@@ -1,0 +1,128 @@
+"""Batched OffsetCommits on an in-process broker: one append per pass, answers after it, undo on failure."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import struct
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v8 import request as oc
+from kio.schema.offset_commit.v8.response import OffsetCommitResponse
+from kio.serial import entity_reader, entity_writer
+
+from logstore.broker.config import BrokerConfig
+from logstore.broker.groups import offsets_appender_of
+from logstore.broker.protocol import DeferredFrame
+from logstore.broker.server import Broker
+from logstore.coordinator import partition_for
+from logstore.coordinator.coordinator import OFFSETS_TOPIC
+from logstore.storage.log import Log
+
+GROUP = "g"
+
+
+class _Connection:
+    peer = "127.0.0.1:1"
+
+
+def commit_frame(offset: int, correlation: int) -> bytes:
+    """An OffsetCommit v8 request body frame (no size prefix) committing t-0 at ``offset``."""
+    request = oc.OffsetCommitRequest(
+        group_id=GROUP,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            oc.OffsetCommitRequestTopic(
+                name="t",
+                partitions=(
+                    oc.OffsetCommitRequestPartition(
+                        partition_index=0,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    ),
+                ),
+            ),
+        ),
+    )
+    body = io.BytesIO()
+    entity_writer(type(request))(body, request)
+    return struct.pack(">hhih", 8, 8, correlation, 1) + b"c" + b"\x00" + body.getvalue()
+
+
+def answer(chunks: list[Any]) -> tuple[int, ErrorCode]:
+    """(correlation id, the partition's error) of a response frame given as chunks."""
+    (chunk,) = chunks
+    frame = chunk.resolve() if isinstance(chunk, DeferredFrame) else chunk
+    (correlation,) = struct.unpack_from(">i", frame, 4)
+    response, _ = entity_reader(OffsetCommitResponse)(frame, 9)  # size, correlation id, tags
+    return correlation, response.topics[0].partitions[0].error_code
+
+
+def committed(broker: Broker) -> int:
+    assert broker.coordinator is not None
+    return broker.coordinator.fetch_offsets(GROUP, [("t", 0)]).offsets[("t", 0)].offset
+
+
+async def scenario(data_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = Broker(BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0"}), data_dir=data_dir)
+    await broker.start()
+    try:
+        broker.store.create_topic("t", 1)
+        log = broker.store.log(OFFSETS_TOPIC, partition_for(GROUP, 50))
+        appends: list[int] = []
+        real_append = Log.append
+
+        def counting(self: Log, records: Any, *args: Any) -> Any:
+            appends.append(len(list(records)))
+            return real_append(self, records, *args)
+
+        monkeypatch.setattr(Log, "append", counting)
+        # Three commits in one pass: each is visible at once, all three share one append.
+        frames = [
+            await broker.handle(commit_frame(offset, n), _Connection()) for n, offset in enumerate((3, 4, 5))
+        ]
+        assert all(isinstance(f[0], DeferredFrame) for f in frames if f)
+        assert committed(broker) == 5 and appends == []
+        await asyncio.sleep(0)  # the pass ends: the batch is appended
+        assert appends == [3]
+        assert [answer(f) for f in frames if f] == [
+            (0, ErrorCode.none),
+            (1, ErrorCode.none),
+            (2, ErrorCode.none),
+        ]
+        assert log.log_end_offset == 3
+
+        # A batch that fails: its commits answer the error and the offsets come back.
+        def failing(self: Log, records: Any, *args: Any) -> Any:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(Log, "append", failing)
+        frames = [
+            await broker.handle(commit_frame(offset, n), _Connection()) for n, offset in enumerate((8, 9))
+        ]
+        assert committed(broker) == 9  # applied before the append...
+        errors = [answer(f)[1] for f in frames if f]  # ...answering forces the batch out
+        assert errors == [ErrorCode.not_coordinator, ErrorCode.not_coordinator]
+        assert committed(broker) == 5  # ...and undone when it failed
+        assert log.log_end_offset == 3
+
+        # A response written before the pass ends appends the batch first.
+        monkeypatch.setattr(Log, "append", real_append)
+        frame = await broker.handle(commit_frame(11, 7), _Connection())
+        assert frame is not None and answer(frame) == (7, ErrorCode.none)
+        assert log.log_end_offset == 4 and committed(broker) == 11
+        offsets_appender_of(broker).flush()  # nothing left staged
+        assert log.log_end_offset == 4
+    finally:
+        await broker.close()
+
+
+def test_commits_of_one_pass_share_an_append_and_fail_together(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asyncio.run(scenario(str(tmp_path), monkeypatch))
