@@ -416,6 +416,62 @@ def _join_leave_and_kill(bootstrap: str, child: ChildConsumer) -> None:
     assert str(description.state.name) == "EMPTY"
 
 
+# -- aiokafka ------------------------------------------------------------------------------
+
+
+def test_aiokafka_consumers_share_a_topic_and_commit(fast_broker: BrokerProcess) -> None:
+    """Two aiokafka consumers in one group split three partitions, read everything once, commit."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as AioPartition
+
+    bootstrap = fast_broker.bootstrap
+    create_topic(bootstrap, "aio", 3)
+    produce(bootstrap, "aio", 3, 30)
+
+    async def scenario() -> None:
+        def consumer(*topics: str) -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(
+                *topics,
+                bootstrap_servers=bootstrap,
+                group_id="aio-group",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=500,
+            )
+
+        members = [consumer("aio"), consumer("aio")]
+        for member in members:
+            await member.start()
+        try:
+            seen: list[bytes] = []
+            deadline = time.monotonic() + DEADLINE_S
+            while time.monotonic() < deadline:
+                for member in members:
+                    for messages in (await member.getmany(timeout_ms=100)).values():
+                        seen += [m.value for m in messages]
+                owned = [{tp.partition for tp in m.assignment()} for m in members]
+                if len(seen) == 30 and sorted(map(len, owned)) == [1, 2]:
+                    break
+            assert sorted(seen) == sorted(b"%d" % n for n in range(30))
+            assert not owned[0] & owned[1] and owned[0] | owned[1] == {0, 1, 2}
+            for member in members:
+                await member.commit()
+        finally:
+            for member in members:
+                await member.stop()
+        reader = consumer()
+        await reader.start()
+        try:
+            assert [await reader.committed(AioPartition("aio", p)) for p in range(3)] == [10, 10, 10]
+        finally:
+            await reader.stop()
+
+    asyncio.run(scenario())
+
+
 # -- partitions added ---------------------------------------------------------------------
 
 
