@@ -116,6 +116,8 @@ class Store:
         self.defaults = dict(config or {})
         LogConfig.from_dict(self.defaults)  # fail now on a bad default
         self._lock = threading.RLock()
+        # Checkpoints share one .tmp path per file: one writer at a time (scheduler, close, callers).
+        self._checkpoint_lock = threading.Lock()
         self._closed = False
         self._lock_fd = self._acquire_directory_lock()
         self._logs: dict[tuple[str, int], Log] = {}
@@ -347,7 +349,11 @@ class Store:
     # -- background work ---------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write the recovery point, log start and high watermark checkpoints."""
+        """Write the recovery point, log start and high watermark checkpoints (one caller at a time)."""
+        with self._checkpoint_lock:
+            self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
         logs = self.logs()
         live = {key: log for key, log in logs.items() if not log.closed}
         write_offsets(

@@ -212,3 +212,31 @@ def test_recovery_shows_progress_on_a_terminal(
     with Log.open(path) as log:
         assert log.recovered_bytes > 0
     assert updates and updates[-1][0] == updates[-1][1] > 0
+
+
+def test_concurrent_checkpoints_never_leave_a_torn_file(tmp_path: os.PathLike[str]) -> None:
+    """Checkpoints from several threads at once (the scheduler and callers) stay whole."""
+    store = Store(os.fspath(tmp_path))
+    try:
+        store.create_topic("t", 8)
+        for partition in range(8):
+            store.log("t", partition).append([b"x"] * (partition + 1))
+        errors: list[BaseException] = []
+
+        def hammer() -> None:
+            try:
+                for _ in range(200):
+                    store.checkpoint()
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=hammer) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        points = read_offsets(os.path.join(os.fspath(tmp_path), "recovery-point-offset-checkpoint"))
+        assert len(points) == 8
+    finally:
+        store.close()
