@@ -21,7 +21,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.index import load_payload_module
 from kio.serial import entity_reader, entity_writer
@@ -50,8 +50,9 @@ class ProtocolError(Exception):
     """A request this broker cannot parse: the connection is closed after a log line."""
 
 
-@dataclass(frozen=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
+    """A request's header (a tuple: built for every request, so it must be cheap)."""
+
     api_key: int
     api_version: int
     correlation_id: int
@@ -75,6 +76,8 @@ def parse_header(frame: bytes | memoryview, flexible: bool) -> RequestHeader:
     elif length != -1:
         raise ProtocolError(f"client_id has negative length {length}")
     if flexible:
+        if at < len(frame) and frame[at] == 0:  # no tagged fields: nearly always
+            return RequestHeader(api_key, api_version, correlation_id, client_id, at + 1)
         count, at = read_uvarint(frame, at, len(frame), "request header")
         for _ in range(count):
             _, at = read_uvarint(frame, at, len(frame), "request header")

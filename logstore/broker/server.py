@@ -46,11 +46,14 @@ if typing.TYPE_CHECKING:
 
 _log = logging.getLogger("logstore.broker")
 
+# Response chunks that can wait in Connection._pending as they are.
+_QUEUEABLE = (bytes, DeferredFrame)
+
 # Pause reading from a client once this many request bytes wait unserved.
 QUEUED_BYTES_MAX = 64 * 1024 * 1024
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestContext:
     """What a handler knows about the request it serves."""
 
@@ -146,7 +149,11 @@ class Connection(asyncio.BufferedProtocol):
                 self.busy = True
                 try:
                     chunks = await self.broker.handle(frame.data, self)
-                    if chunks is not None and not self.closed:
+                    if chunks is None or self.closed:
+                        pass
+                    elif len(chunks) == 1 and type(chunks[0]) in _QUEUEABLE and self._writable.is_set():
+                        self._queue(chunks[0])  # the common small answer, without _send's coroutine
+                    else:
                         await self._send(chunks)
                 finally:
                     self._reader.release(frame)
@@ -172,17 +179,20 @@ class Connection(asyncio.BufferedProtocol):
                     self._flush_pending()  # what went before goes first
                     await self._send_region(loop, transport, chunk)
                 elif chunk:
-                    if not self._pending:
-                        loop.call_soon(self._flush_pending)
                     # A view may point into a buffer reused once this returns: keep a copy.
-                    keep = chunk if isinstance(chunk, (bytes, DeferredFrame)) else bytes(chunk)
-                    self._pending.append(keep)
+                    self._queue(chunk if isinstance(chunk, (bytes, DeferredFrame)) else bytes(chunk))
         finally:
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
                     chunk.close()
         if not self._writable.is_set():
             await self._writable.wait()
+
+    def _queue(self, chunk: bytes | DeferredFrame) -> None:
+        """Queue a response for the next :meth:`_flush_pending` (scheduled with the first)."""
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush_pending)
+        self._pending.append(chunk)
 
     def _flush_pending(self) -> None:
         """Write the responses queued since the loop last ran, with one send.

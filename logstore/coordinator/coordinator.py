@@ -1124,7 +1124,7 @@ class GroupCoordinator:
         errors = {}
         for partition, (offset, leader_epoch, metadata) in offsets.items():
             text = metadata or ""
-            if java_string_length(text) <= limit:
+            if not text or java_string_length(text) <= limit:
                 epoch = -1 if leader_epoch is None else leader_epoch
                 values[partition] = OffsetCommitValue(offset, epoch, text, now)
             else:

@@ -51,6 +51,7 @@ from __future__ import annotations
 import functools
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -250,9 +251,8 @@ def decode_key(data: bytes | bytearray | memoryview) -> OffsetCommitKey | GroupM
     raise UnknownKeyError(f"key version {version} is not an offset commit or group metadata key")
 
 
-@dataclass(frozen=True)
-class OffsetCommitValue:
-    """A committed offset (Kafka's ``OffsetAndMetadata``).
+class OffsetCommitValue(NamedTuple):
+    """A committed offset (Kafka's ``OffsetAndMetadata``); a tuple, made on every commit.
 
     ``leader_epoch`` is -1 when unknown; ``commit_timestamp`` is the
     coordinator's clock at commit time; ``expire_timestamp`` is only carried

@@ -48,6 +48,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     offsets: dict[tuple[str, int], OffsetCommit] = {}
     errors: dict[tuple[int, int], ErrorCode] = {}  # (topic index, partition) -> error before committing
     names: list[str | None] = []
+    with_epoch = ctx.version >= 6
     for index, topic in enumerate(request.topics):
         name, error = topic_name(broker, topic, ctx.version >= 10)
         names.append(name)
@@ -60,7 +61,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 offsets[(name, partition.partition_index)] = (
                     partition.committed_offset,
-                    getattr(partition, "committed_leader_epoch", -1),
+                    partition.committed_leader_epoch if with_epoch else -1,
                     partition.committed_metadata,
                 )
     if not offsets:
@@ -71,7 +72,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         request.generation_id_or_member_epoch,
         request.member_id,
         offsets,
-        getattr(request, "group_instance_id", None),
+        request.group_instance_id if ctx.version >= 7 else None,
     )
     if not prepared.records:  # nothing to write: every partition has its own error
         return _encode(ctx.version, request, names, errors, prepared.answers(ErrorCode.none))
@@ -94,12 +95,13 @@ def _encode(
     committed: dict[tuple[str, int], ErrorCode],
 ) -> RawBody:
     answers = []
+    by_id = version >= 10  # (getattr with a default is slow when the attribute is missing)
     for index, topic in enumerate(request.topics):
         name = names[index]
         answers.append(
             (
-                getattr(topic, "name", None),
-                getattr(topic, "topic_id", None),
+                None if by_id else topic.name,
+                topic.topic_id if by_id else None,
                 [
                     (
                         partition.partition_index,
