@@ -202,3 +202,26 @@ int ls_producer_batches(const uint8_t *buf, int64_t len, int64_t cap, int64_t *p
  * after it), or a negative LS_ERR_* code. Positions and sizes fit 31 bits. */
 int64_t ls_segment_find(const uint8_t *log, int64_t log_len, const uint8_t *index,
                         int64_t index_count, int64_t segment_base_offset, int64_t offset_target);
+
+/* Request body walk (walk.c). A program is an int32 array of ops, each
+ * followed by its operands; an entity's ops end with LS_WALK_END. */
+enum {
+    LS_WALK_END = 0,             /* end of an entity                                  */
+    LS_WALK_FIXED = 1,           /* n: n bytes                                        */
+    LS_WALK_STRING = 2,          /* flags: a string, bytes or records field            */
+    LS_WALK_ARRAY = 3,           /* flags, item size, exact, item pc                   */
+    LS_WALK_STRUCT = 4,          /* pc: a nested entity                                */
+    LS_WALK_NULLABLE_STRUCT = 5, /* pc: -1 (null) or 1 (present) and a nested entity   */
+    LS_WALK_TAGS = 6,            /* table pc: count, then (tag, pc) pairs of known tags */
+    LS_WALK_FLEXIBLE = 1,        /* flag: compact (varint) lengths                     */
+    LS_WALK_NULLABLE = 2,        /* flag: a negative length (null) is allowed          */
+    LS_WALK_WIDE = 4             /* flag: an int32 length (bytes, records)             */
+};
+
+/* Walks the request body at frame[at..frame_len) with program[start..]:
+ * returns the offset after the body, or LS_ERR_CORRUPT when a length, count
+ * or null breaks the schema (the caller then finds out which, for the error
+ * message), or LS_ERR_ARGUMENT. Reads only inside the frame; every loop is
+ * bounded by the frame's bytes and the program's length, nesting by 16. */
+int64_t ls_request_walk(const int32_t *program, int64_t program_len, int64_t start,
+                        const uint8_t *frame, int64_t frame_len, int64_t at);

@@ -36,6 +36,8 @@ from kio.serial._introspect import (
 )
 from kio.static.constants import EntityType
 
+from logstore._native import ffi, lib
+
 NO_THROTTLE = datetime.timedelta(0)
 HEADER = struct.Struct(">hhi")
 SIZE = struct.Struct(">i")
@@ -298,13 +300,96 @@ def _entity(cls: type) -> _Shape:
     return _Shape(entity, minimum, False)
 
 
+class _WalkProgram:
+    """A kio request class compiled for the C walk (``ls_request_walk``, native/walk.c).
+
+    The same rules as the Python walk above, which stays for the error
+    message when the C walk refuses a body: every op mirrors one _Shape, and
+    arrays take their items' minimum size and exactness from that _Shape.
+    """
+
+    def __init__(self) -> None:
+        self.code: list[int] = []
+        self._entities: dict[type, int] = {}
+
+    def _emit(self, ops: list[int]) -> int:
+        start = len(self.code)
+        self.code += ops
+        return start
+
+    def entity(self, cls: type) -> int:
+        """The start of ``cls``'s ops (compiled once)."""
+        start = self._entities.get(cls)
+        if start is not None:
+            return start
+        flexible = bool(getattr(cls, "__flexible__", False))
+        ops: list[int] = []
+        tagged: list[int] = []
+        for field in dataclasses.fields(cls):
+            field_ops = self._field(field, flexible)
+            tag = get_field_tag(field)
+            if tag is not None:
+                tagged += [tag, self._emit([*field_ops, lib.LS_WALK_END])]
+            else:
+                ops += field_ops
+        if flexible:
+            ops += [lib.LS_WALK_TAGS, self._emit([len(tagged) // 2, *tagged])]
+        start = self._entities[cls] = self._emit([*ops, lib.LS_WALK_END])
+        return start
+
+    def _field(self, field: dataclasses.Field[Any], flexible: bool) -> list[int]:
+        kind = classify_field(field)
+        nullable = is_optional(field)
+        flags = (lib.LS_WALK_FLEXIBLE if flexible else 0) | (lib.LS_WALK_NULLABLE if nullable else 0)
+        if isinstance(kind, EntityTupleField):
+            item = _entity(kind.type_)
+            return [lib.LS_WALK_ARRAY, flags, item.size, int(item.exact), self.entity(kind.type_)]
+        if isinstance(kind, EntityField):
+            op = lib.LS_WALK_NULLABLE_STRUCT if nullable else lib.LS_WALK_STRUCT
+            return [op, self.entity(kind.type_)]
+        kafka_type = get_schema_field_type(field)
+        if isinstance(kind, PrimitiveTupleField):
+            shape = _primitive(kafka_type, flexible, False, field.name)
+            item_pc = self._emit([*self._primitive(kafka_type, flexible, False), lib.LS_WALK_END])
+            return [lib.LS_WALK_ARRAY, flags, shape.size, int(shape.exact), item_pc]
+        return self._primitive(kafka_type, flexible, nullable)
+
+    @staticmethod
+    def _primitive(kafka_type: str, flexible: bool, nullable: bool) -> list[int]:
+        size = _FIXED_SIZES.get(kafka_type)
+        if size is not None:
+            return [lib.LS_WALK_FIXED, size]
+        if kafka_type not in ("string", "bytes", "records"):
+            raise LookupError(f"no length check for kafka_type {kafka_type!r}")
+        flags = (lib.LS_WALK_FLEXIBLE if flexible else 0) | (lib.LS_WALK_NULLABLE if nullable else 0)
+        return [lib.LS_WALK_STRING, flags | (0 if kafka_type == "string" else lib.LS_WALK_WIDE)]
+
+
+@functools.cache
+def walk_program(request_class: type) -> tuple[Any, int, int]:
+    """(the int32 program as cffi owns it, its length, the request's start) for ls_request_walk."""
+    program = _WalkProgram()
+    start = program.entity(request_class)
+    return ffi.new("int32_t[]", program.code), len(program.code), start
+
+
 def checked_reader(request_class: type) -> Callable[[bytes, int], Any]:
-    """kio's reader for ``request_class``, after the lengths in the body are checked."""
+    """kio's reader for ``request_class``, after the lengths in the body are checked.
+
+    The check runs in C; when it refuses a body, the Python walk runs to say
+    which field is wrong (the two apply the same rules: tested against each
+    other in tests/unit/test_request_walk.py).
+    """
     check = _entity(request_class).step
     read: Callable[[bytes | memoryview, int], Any] = entity_reader(request_class)
+    program, length, start = walk_program(request_class)
+    walk = lib.ls_request_walk
+    from_buffer = ffi.from_buffer
 
     def checked_read(frame: bytes | memoryview, at: int) -> Any:
-        check(frame, at, len(frame))
+        if walk(program, length, start, from_buffer(frame), len(frame), at) < 0:
+            check(frame, at, len(frame))  # raises, naming the field
+            raise MalformedRequest("the request body breaks its schema")
         return read(frame, at)
 
     return checked_read
