@@ -62,18 +62,27 @@ class RequestHeader(NamedTuple):
     body_offset: int
 
 
+_HEADER_AND_LENGTH = struct.Struct(">hhih")  # api key, version, correlation id, client_id length
+_CLIENT_IDS: dict[bytes, str] = {}
+_CLIENT_IDS_MAX = 4096
+
+
 def parse_header(frame: bytes | memoryview, flexible: bool) -> RequestHeader:
     """The request header; ``flexible`` selects header v2 (tagged fields)."""
-    if len(frame) < HEADER.size + 2:
+    if len(frame) < _HEADER_AND_LENGTH.size:
         raise ProtocolError(f"a {len(frame)}-byte frame is shorter than a request header")
-    api_key, api_version, correlation_id = HEADER.unpack_from(frame, 0)
-    (length,) = struct.unpack_from(">h", frame, HEADER.size)
-    at = HEADER.size + 2
+    api_key, api_version, correlation_id, length = _HEADER_AND_LENGTH.unpack_from(frame, 0)
+    at = _HEADER_AND_LENGTH.size
     client_id = None
     if length >= 0:
         if at + length > len(frame):
             raise ProtocolError("client_id runs past the end of the frame")
-        client_id = bytes(frame[at : at + length]).decode("utf-8", "replace")
+        raw = bytes(frame[at : at + length])
+        client_id = _CLIENT_IDS.get(raw)
+        if client_id is None:
+            client_id = raw.decode("utf-8", "replace")
+            if len(_CLIENT_IDS) < _CLIENT_IDS_MAX:  # a client sends the same id every time
+                _CLIENT_IDS[raw] = client_id
         at += length
     elif length != -1:
         raise ProtocolError(f"client_id has negative length {length}")
@@ -603,12 +612,17 @@ def wire_uvarint(value: int) -> bytes:
     >>> wire_uvarint(1), wire_uvarint(300)
     (b'\\x01', b'\\xac\\x02')
     """
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_ONE_BYTE = [bytes([n]) for n in range(0x80)]  # the usual varints: counts and short lengths
 
 
 def wire_string(value: str | None, flexible: bool, nullable: bool) -> bytes:

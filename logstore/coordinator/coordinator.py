@@ -1110,12 +1110,13 @@ class GroupCoordinator:
             if generation_id >= 0:
                 return PreparedCommit(dict.fromkeys(offsets, ErrorCode.illegal_generation))
             group = self._add_group(GroupMetadata(group_id, self.clock.now_ms))
-        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
-        if error is None and group.is_in(GroupState.COMPLETING_REBALANCE):
+        state = group.state  # (read once: a commit is the hot path)
+        error = self._validate_offset_commit(group, state, generation_id, member_id, group_instance_id)
+        if error is None and state is GroupState.COMPLETING_REBALANCE:
             error = ErrorCode.rebalance_in_progress
         if error is not None:
             return PreparedCommit(dict.fromkeys(offsets, error))
-        if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
+        if state is GroupState.STABLE or state is GroupState.PREPARING_REBALANCE:
             member = group.member(member_id)
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
         now = self.clock.now_ms()
@@ -1133,18 +1134,23 @@ class GroupCoordinator:
         return PreparedCommit(errors, records, group, values)
 
     def _validate_offset_commit(
-        self, group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None
+        self,
+        group: GroupMetadata,
+        state: GroupState,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
     ) -> ErrorCode | None:
-        if group.is_in(GroupState.DEAD):
+        if state is GroupState.DEAD:
             return ErrorCode.coordinator_not_available
-        if generation_id < 0 and group.is_in(GroupState.EMPTY):
+        if generation_id < 0 and state is GroupState.EMPTY:
             return None
         if generation_id >= 0 or member_id != "" or group_instance_id is not None:
             error = group.validate_member(member_id, group_instance_id)
             if error is not None:
                 return error
             return ErrorCode.illegal_generation if generation_id != group.generation_id else None
-        return None if group.is_in(GroupState.EMPTY) else ErrorCode.unknown_member_id
+        return None if state is GroupState.EMPTY else ErrorCode.unknown_member_id
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None

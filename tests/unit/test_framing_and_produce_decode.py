@@ -212,8 +212,13 @@ def test_produce_response_bytes_equal_kios(version: int, topics: list) -> None:
             st.text(max_size=20),
             st.uuids(),
             st.lists(
-                st.tuples(st.integers(-1, 2**31 - 1), st.sampled_from([0, 3, 12, 22, 25, 27, 28, 100])),
+                st.tuples(
+                    st.integers(-1, 2**31 - 1),
+                    st.sampled_from([0, 3, 12, 22, 25, 27, 28, 100]),
+                    st.booleans(),  # the error came before the commit (an unknown topic) or from it
+                ),
                 max_size=4,
+                unique_by=lambda p: p[0],
             ),
         ),
         max_size=4,
@@ -221,9 +226,11 @@ def test_produce_response_bytes_equal_kios(version: int, topics: list) -> None:
 )
 def test_offset_commit_response_bytes_equal_kios(version: int, topics: list) -> None:
     """OffsetCommit's hand-written response encoder writes exactly what kio writes."""
+    from types import SimpleNamespace
+
     from kio.schema.errors import ErrorCode
 
-    from logstore.broker.apis.offset_commit import encode_body as encode_commit
+    from logstore.broker.apis.offset_commit import _encode
     from logstore.broker.protocol import NO_THROTTLE, build
 
     module = load_payload_module(8, version, EntityType.response)
@@ -237,10 +244,30 @@ def test_offset_commit_response_bytes_equal_kios(version: int, topics: list) -> 
                 topic_id=topic_id,
                 partitions=tuple(
                     build(module.OffsetCommitResponsePartition, partition_index=p, error_code=ErrorCode(e))
-                    for p, e in parts
+                    for p, e, _ in parts
                 ),
             )
             for name, topic_id, parts in topics
         ),
     )
-    assert encode_commit(version, topics) == encode(response)
+    request = SimpleNamespace(
+        topics=[
+            SimpleNamespace(
+                name=name,
+                topic_id=topic_id,
+                partitions=[SimpleNamespace(partition_index=p) for p, _, _ in parts],
+            )
+            for name, topic_id, parts in topics
+        ]
+    )
+    names = [f"topic-{index}" for index in range(len(topics))]  # as the broker resolved them
+    before = {
+        (i, p): ErrorCode(e) for i, (_, _, parts) in enumerate(topics) for p, e, early in parts if early
+    }
+    committed = {
+        (names[i], p): ErrorCode(e)
+        for i, (_, _, parts) in enumerate(topics)
+        for p, e, early in parts
+        if not early
+    }
+    assert _encode(version, request, names, before, committed) == encode(response)
