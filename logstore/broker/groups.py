@@ -238,7 +238,9 @@ class OffsetsAppender:
     def stage(self, group_id: str, records: list[Record]) -> Ticket:
         """Add a commit's records to this pass's batch of the group's partition."""
         partition = partition_for(group_id, self.partitions)
-        size = sum(len(key) + len(value or b"") + 32 for key, value in records)
+        size = 32 * len(records)
+        for key, value in records:
+            size += len(key) + (len(value) if value else 0)
         limit = self._limit(partition)
         if size > limit // 2:  # too big to share a batch: on its own, now
             ticket = Ticket(self)

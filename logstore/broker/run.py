@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -46,10 +47,32 @@ async def serve(config: BrokerConfig, data_dir: str | None) -> None:
         )
     for key in config.ignored:
         _log.warning("config %s is not used by this broker; ignored", key)
+    tune_gc()
     await stop.wait()
     _log.info("shutting down")
     await broker.close()
     print("logstore broker stopped cleanly", flush=True)
+
+
+GC_THRESHOLDS = (50_000, 20, 20)
+"""The cyclic collector's thresholds for a running broker (CPython's default: 700, 10, 10)."""
+
+
+def tune_gc() -> None:
+    """Tune the cyclic garbage collector for serving, once started.
+
+    Every request allocates dozens of short-lived objects; at the default
+    threshold a young-generation collection ran every ~15 small requests and
+    full collections walked every module and schema class loaded at start.
+    Freezing what exists after start (it lives as long as the process) and
+    collecting the young generation every 50,000 allocations took small
+    requests from 50 to 39 us of CPU each (bench/groups_bench.py, OffsetCommit).
+    Almost nothing a request makes is part of a cycle, so memory is not held
+    longer in practice.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def run(config: BrokerConfig, data_dir: str | None = None, event_loop: str = "auto") -> None:

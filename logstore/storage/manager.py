@@ -310,6 +310,10 @@ class Store:
     def has_topic(self, name: str) -> bool:
         return name in self._topic_configs
 
+    def partition_count(self, name: str) -> int | None:
+        """The topic's partition count, or None if there is no such topic. O(1)."""
+        return self._partition_counts.get(name)
+
     def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with this ID, or None."""
         for name, value in self._topic_ids.items():

@@ -26,24 +26,27 @@ from logstore.broker.apis import Api
 from logstore.broker.groups import coordinator_of, offsets_appender_of
 from logstore.broker.protocol import EMPTY_TAGS, DeferredBody, RawBody, wire_count, wire_string
 from logstore.broker.server import Broker, RequestContext
-from logstore.coordinator.coordinator import OffsetCommit
+from logstore.coordinator.coordinator import OffsetCommit, PreparedCommit
 
 
-def topic_name(broker: Broker, topic: Any, by_id: bool) -> tuple[str | None, ErrorCode]:
-    """The name of a request's topic (by ID from v10), or None and why there is none."""
+def topic_name(broker: Broker, topic: Any, by_id: bool) -> tuple[str | None, int, ErrorCode]:
+    """A request's topic (by ID from v10) as (name, partition count), or None, 0 and why not."""
+    store = broker.store
     if by_id:
         topic_id = topic.topic_id
-        name = None if topic_id is None or topic_id.int == 0 else broker.store.topic_by_id(topic_id)
-        return name, ErrorCode.none if name is not None else ErrorCode.unknown_topic_id
-    name = topic.name
-    if not broker.store.has_topic(name):
-        return None, ErrorCode.unknown_topic_or_partition
-    return name, ErrorCode.none
+        name = None if topic_id is None or topic_id.int == 0 else store.topic_by_id(topic_id)
+        if name is None:
+            return None, 0, ErrorCode.unknown_topic_id
+    else:
+        name = topic.name
+    count = store.partition_count(name)
+    if count is None:
+        return None, 0, ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
+    return name, count, ErrorCode.none
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    store = broker.store
     version = ctx.version
     offsets: dict[tuple[str, int], OffsetCommit] = {}
     errors: dict[tuple[int, int], ErrorCode] = {}  # (topic index, partition) -> error before committing
@@ -51,9 +54,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     with_epoch = version >= 6
     by_id = version >= 10
     for index, topic in enumerate(request.topics):
-        name, error = topic_name(broker, topic, by_id)
+        name, count, error = topic_name(broker, topic, by_id)
         names.append(name)
-        count = store.partitions(name) if name is not None else 0
         for partition in topic.partitions:
             if name is None:
                 errors[(index, partition.partition_index)] = error
@@ -84,7 +86,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _encode(version, request, names, errors, prepared.answers(ticket.error))
     prepared.apply()  # visible to the requests after this one; reverted if the batch fails
     ticket.on_failure(prepared.revert)
-    return DeferredBody(lambda: _encode(version, request, names, errors, prepared.answers(ticket.result())))
+    return DeferredBody(lambda: _encode(version, request, names, errors, _answers(prepared, ticket.result())))
+
+
+def _answers(prepared: PreparedCommit, error: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
+    """The commit's errors by partition; none (read as "no error") when all went well."""
+    return prepared.answers(error) if error or prepared.errors else {}
 
 
 def _encode(
