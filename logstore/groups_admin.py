@@ -28,12 +28,12 @@ yyyy -
 from __future__ import annotations
 
 import datetime
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from logstore._clients import import_confluent_kafka, stderr_line
 from logstore.errors import LogstoreError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -59,18 +59,8 @@ class GroupsError(LogstoreError):
     """A groups command cannot go on; the message says what to do."""
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def confluent_kafka() -> ModuleType:
-    try:
-        import confluent_kafka as module
-    except ImportError as e:
-        raise GroupsError(
-            f"logstore groups needs confluent-kafka ({e}); install it with: pip install 'logstore[clients]'"
-        ) from None
-    return module
+    return import_confluent_kafka("logstore groups", GroupsError)
 
 
 def _reason(exc: BaseException) -> str:
@@ -322,7 +312,7 @@ class Groups:
         all_topics: bool,
         to: str,
         value: int | None,
-        warn: Printer = _stderr,
+        warn: Printer = stderr_line,
     ) -> list[tuple[str, int, int]]:
         """[(topic, partition, new offset)] for a group with no active members."""
         state, _, members = self.describe_group(group)

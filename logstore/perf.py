@@ -35,7 +35,6 @@ import math
 import os
 import random
 import string
-import sys
 import time
 from array import array
 from collections.abc import Callable, Iterable, Sequence
@@ -44,6 +43,7 @@ from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from logstore._clients import import_confluent_kafka, stderr_line
 from logstore.errors import LogstoreError
 
 if TYPE_CHECKING:
@@ -74,19 +74,8 @@ def _stdout(line: str) -> None:
     print(line, flush=True)
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def confluent_kafka() -> ModuleType:
-    """The confluent_kafka module, or a :class:`PerfError` saying how to install it."""
-    try:
-        import confluent_kafka as module
-    except ImportError as e:
-        raise PerfError(
-            f"logstore perf needs confluent-kafka ({e}); install it with: pip install 'logstore[clients]'"
-        ) from None
-    return module
+    return import_confluent_kafka("logstore perf", PerfError)
 
 
 def parse_props(items: Iterable[str], option: str) -> dict[str, str]:
@@ -202,7 +191,7 @@ def produce_perf(
     props: dict[str, str] | None = None,
     duration_limit_s: float | None = None,
     out: Printer = _stdout,
-    err: Printer = _stderr,
+    err: Printer = stderr_line,
 ) -> ProduceResult:
     """Send ``num_records`` records of ``record_size`` bytes; prints Kafka's lines to ``out``.
 
@@ -439,7 +428,7 @@ def consume_perf(
     duration_limit_s: float | None = None,
     header: bool = True,
     out: Printer = _stdout,
-    err: Printer = _stderr,
+    err: Printer = stderr_line,
 ) -> ConsumeResult:
     """Read ``messages`` messages of ``topic``; prints Kafka's header and row to ``out``."""
     if messages < 1:

@@ -1,0 +1,28 @@
+"""What the client-side tools (``logstore perf``, ``logstore groups``) share."""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+
+from logstore.errors import LogstoreError
+
+
+def stderr_line(line: str) -> None:
+    """Print one line to stderr at once (progress and warnings of the tools)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def import_confluent_kafka(tool: str, error: type[LogstoreError]) -> ModuleType:
+    """The confluent_kafka module, or ``error`` saying how to install it.
+
+    The tools drive a broker with confluent-kafka (the ``clients`` extra),
+    imported only when a command runs.
+    """
+    try:
+        import confluent_kafka as module
+    except ImportError as e:
+        raise error(
+            f"{tool} needs confluent-kafka ({e}); install it with: pip install 'logstore[clients]'"
+        ) from None
+    return module
