@@ -242,7 +242,8 @@ class OffsetsAppender:
         for key, value in records:
             size += len(key) + (len(value) if value else 0)
         limit = self._limit(partition)
-        if size > limit // 2:  # too big to share a batch: on its own, now
+        if size > limit // 2:  # too big to share a batch: on its own, now, after what is staged
+            self.flush()
             ticket = Ticket(self)
             ticket.settle(self._append(partition, records))
             return ticket
@@ -287,6 +288,9 @@ class OffsetsAppender:
             return ErrorCode.not_coordinator
         except LogstoreError as e:
             _log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
+            return ErrorCode.coordinator_not_available
+        except Exception:  # a ticket must settle whatever happens, or its answers never go out
+            _log.exception("appending to %s-%d failed", OFFSETS_TOPIC, partition)
             return ErrorCode.coordinator_not_available
         self._broker.purgatory.notify((OFFSETS_TOPIC, partition))
         return ErrorCode.none

@@ -278,8 +278,9 @@ class PreparedCommit:
     ``errors`` holds the partitions that are not written (with why); every
     other partition of the request is in ``records`` and takes the write's
     outcome. ``apply`` makes the offsets visible; ``revert`` undoes an
-    ``apply`` whose write then failed (reverts of one partition's batch run
-    in reverse order, so the offsets before the batch come back).
+    ``apply`` whose write then failed, where the offset is still this
+    commit's (reverts of one partition's batch run in reverse order, so the
+    offsets before the batch come back).
     """
 
     def __init__(
@@ -303,12 +304,19 @@ class PreparedCommit:
         group.offsets.update(self._values)
 
     def revert(self) -> None:
+        """Undo :meth:`apply` where the offset is still this commit's.
+
+        An offset changed since (deleted by OffsetDelete or expiry, or
+        committed again) keeps its newer state.
+        """
         group = self._group
         if group is None:
             return
         for partition, value in self._previous.items():
+            if group.offsets.get(partition) is not self._values[partition]:
+                continue
             if value is None:
-                group.offsets.pop(partition, None)
+                del group.offsets[partition]
             else:
                 group.offsets[partition] = value
         self._previous = {}

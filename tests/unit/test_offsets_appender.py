@@ -14,11 +14,12 @@ from kio.schema.offset_commit.v8.response import OffsetCommitResponse
 from kio.serial import entity_reader, entity_writer
 
 from logstore.broker.config import BrokerConfig
-from logstore.broker.groups import offsets_appender_of
+from logstore.broker.groups import offsets_appender_of, read_partition
 from logstore.broker.protocol import DeferredFrame
 from logstore.broker.server import Broker
 from logstore.coordinator import partition_for
 from logstore.coordinator.coordinator import OFFSETS_TOPIC
+from logstore.coordinator.schemas import OffsetCommitKey, OffsetCommitValue, decode_key, offset_commit_record
 from logstore.storage.log import Log
 
 GROUP = "g"
@@ -126,3 +127,58 @@ def test_commits_of_one_pass_share_an_append_and_fail_together(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asyncio.run(scenario(str(tmp_path), monkeypatch))
+
+
+async def ordering_and_undo(data_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = Broker(BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0"}), data_dir=data_dir)
+    await broker.start()
+    try:
+        broker.store.create_topic("t", 2)
+        log = broker.store.log(OFFSETS_TOPIC, partition_for(GROUP, 50))
+        appender = offsets_appender_of(broker)
+        # A commit too big to share a batch goes after what is already staged, not before.
+        small = offset_commit_record(GROUP, "t", 0, OffsetCommitValue(5, -1, "", 0))
+        later = OffsetCommitValue(10, -1, "", 0)
+        big = [offset_commit_record(GROUP, "u", p, later) for p in range(10_000)]  # ~700 KB
+        big.append(offset_commit_record(GROUP, "t", 0, later))
+        first = appender.stage(GROUP, [small])
+        second = appender.stage(GROUP, big)
+        assert first.error == second.error == ErrorCode.none
+        t0 = OffsetCommitKey(GROUP, "t", 0)
+        values = [
+            OffsetCommitValue.decode(value).offset
+            for key, value in read_partition(log)
+            if value and decode_key(key) == t0
+        ]
+        assert values == [5, 10]
+
+        # A failed batch does not bring back an offset deleted after the commit was applied.
+        assert broker.coordinator is not None
+        other = broker.coordinator.commit_offsets(GROUP, -1, "", {("t", 1): (7, -1, "")})
+        assert other == {("t", 1): ErrorCode.none}  # keeps the group alive after the delete below
+        await broker.handle(commit_frame(15, 0), _Connection())
+        await asyncio.sleep(0)  # appended: 15 is the committed offset to come back to
+        frame = await broker.handle(commit_frame(20, 1), _Connection())
+        assert committed(broker) == 20
+        real_append = Log.append
+        calls = []
+
+        def first_fails(self: Log, records: Any, *args: Any) -> Any:
+            calls.append(1)
+            if len(calls) == 1:
+                raise OSError(28, "No space left on device")
+            return real_append(self, records, *args)
+
+        monkeypatch.setattr(Log, "append", first_fails)
+        deleted = broker.coordinator.delete_offsets(GROUP, [("t", 0)])
+        assert deleted.error == ErrorCode.none and len(calls) == 2  # the staged batch, then the tombstone
+        assert frame is not None and answer(frame) == (1, ErrorCode.not_coordinator)
+        assert committed(broker) == -1
+    finally:
+        await broker.close()
+
+
+def test_a_big_commit_keeps_log_order_and_an_undo_keeps_a_later_delete(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asyncio.run(ordering_and_undo(str(tmp_path), monkeypatch))
