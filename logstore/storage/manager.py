@@ -122,6 +122,7 @@ class Store:
         self._lock_fd = self._acquire_directory_lock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._partition_counts: dict[str, int] = {}  # partitions are dense: 0 .. count - 1
+        self._topics_by_id: dict[uuid.UUID, str] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._cleaner = Cleaner()
@@ -189,8 +190,11 @@ class Store:
                 partitions = int(props.pop("partitions", "1"))
                 topic_id = props.pop("topic.id", None)
                 self._topic_ids[topic] = uuid.UUID(topic_id) if topic_id else uuid.uuid4()
+                self._topics_by_id[self._topic_ids[topic]] = topic
                 self._topic_configs[topic] = LogConfig.from_dict(props, defaults=self.defaults)
                 self._partition_counts[topic] = partitions
+                if topic_id is None:  # written before topic IDs: keep the one given now
+                    self._persist_topic(topic, partitions)
                 for partition in range(partitions):
                     key = (topic, partition)
                     self._logs[key] = Log(
@@ -223,22 +227,31 @@ class Store:
             self._check_open()
             if name in self._topic_configs:
                 raise TopicExistsError(f"topic {name!r} already exists")
+            topic_id = uuid.uuid4()
+            logs: dict[tuple[str, int], Log] = {}
+            try:  # the topic is known only once every log is open and its file written
+                for partition in range(partitions):
+                    logs[(name, partition)] = Log(
+                        self._log_path(name, partition), topic_config, recovery_point=0, clean_shutdown=True
+                    )
+                self._write_topic_file(name, partitions, topic_id, topic_config)
+            except BaseException:
+                for log in logs.values():
+                    log.close()
+                    shutil.rmtree(log.path, ignore_errors=True)
+                raise
             self._topic_configs[name] = topic_config
-            self._topic_ids[name] = uuid.uuid4()
-            for partition in range(partitions):
-                self._logs[(name, partition)] = Log(
-                    self._log_path(name, partition), topic_config, recovery_point=0, clean_shutdown=True
-                )
+            self._topic_ids[name] = topic_id
+            self._topics_by_id[topic_id] = name
             self._partition_counts[name] = partitions
-            self._persist_topic(name, partitions)
+            self._logs.update(logs)
             fsync_directory(self.data_dir)
 
     def _persist_topic(self, name: str, partitions: int) -> None:
-        values = {
-            "partitions": partitions,
-            "topic.id": str(self._topic_ids[name]),
-            **self._topic_configs[name].to_properties(),
-        }
+        self._write_topic_file(name, partitions, self._topic_ids[name], self._topic_configs[name])
+
+    def _write_topic_file(self, name: str, partitions: int, topic_id: uuid.UUID, config: LogConfig) -> None:
+        values = {"partitions": partitions, "topic.id": str(topic_id), **config.to_properties()}
         _write_properties(os.path.join(self.data_dir, TOPIC_CONFIGS, f"{name}.properties"), values)
 
     def add_partitions(self, name: str, total: int) -> None:
@@ -297,7 +310,7 @@ class Store:
                 raise UnknownTopicError(f"unknown topic {name!r}")
             os.unlink(os.path.join(self.data_dir, TOPIC_CONFIGS, f"{name}.properties"))
             del self._topic_configs[name]
-            del self._topic_ids[name]
+            del self._topics_by_id[self._topic_ids.pop(name)]
             del self._partition_counts[name]
             for key in [k for k in self._logs if k[0] == name]:
                 log = self._logs.pop(key)
@@ -315,11 +328,8 @@ class Store:
         return self._partition_counts.get(name)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
-        """The name of the topic with this ID, or None."""
-        for name, value in self._topic_ids.items():
-            if value == topic_id:
-                return name
-        return None
+        """The name of the topic with this ID, or None. O(1)."""
+        return self._topics_by_id.get(topic_id)
 
     def topic_id(self, name: str) -> uuid.UUID:
         """The topic's UUID (Kafka's topic ID), fixed at creation and persisted."""
@@ -336,6 +346,11 @@ class Store:
         if topic not in self._topic_configs:
             raise UnknownTopicError(f"unknown topic {topic!r}")
         return self._partition_counts[topic]
+
+    def find_log(self, topic: str, partition: int) -> Log | None:
+        """The Log of one partition, or None if the topic or partition does not exist. O(1)."""
+        self._check_open()
+        return self._logs.get((topic, partition))
 
     def log(self, topic: str, partition: int = 0) -> Log:
         """The Log of one partition."""
@@ -382,7 +397,7 @@ class Store:
             try:
                 if self._cleaner.needs_cleaning(log, now_ms):
                     results[key] = self._cleaner.clean(log, now_ms)
-            except LogstoreError as exc:  # one damaged or closing log must not stop the others
+            except (LogstoreError, OSError) as exc:  # one damaged, closing or full log must not stop the rest
                 if not log.closed:
                     _log.warning("compacting %s-%d failed: %s", key[0], key[1], exc)
         return results
@@ -412,15 +427,16 @@ class Store:
                     if not log.closed:
                         log.flush_if_due()
                 now = time.monotonic()
+                # Each step's clock moves before it runs: a step that fails waits for its next turn.
                 if (now - last_retention) * 1000 >= retention_every:
-                    self.run_retention()
                     last_retention = now
+                    self.run_retention()
                 if (now - last_clean) * 1000 >= cleaner_every:
-                    self.run_cleaner()
                     last_clean = now
+                    self.run_cleaner()
                 if (now - last_checkpoint) * 1000 >= checkpoint_every:
-                    self.checkpoint()
                     last_checkpoint = now
+                    self.checkpoint()
             except LogstoreError:
                 continue  # a log closed under us (topic deleted): the next tick sees the new set
             except OSError:

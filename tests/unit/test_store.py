@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -240,3 +241,76 @@ def test_concurrent_checkpoints_never_leave_a_torn_file(tmp_path: os.PathLike[st
         assert len(points) == 8
     finally:
         store.close()
+
+
+def test_a_topic_whose_logs_cannot_all_open_is_not_created(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing of a half-made topic is left: not in the Store, not on disk; a retry works."""
+    from logstore.storage import manager
+
+    real_log = manager.Log
+    opened: list[str] = []
+
+    def failing_second(path: str, *args: object, **kwargs: object) -> object:
+        opened.append(path)
+        if path.endswith("-1"):
+            raise OSError(28, "No space left on device")
+        return real_log(path, *args, **kwargs)
+
+    root = os.fspath(tmp_path)
+    with Store(root) as store:
+        monkeypatch.setattr(manager, "Log", failing_second)
+        with pytest.raises(OSError):
+            store.create_topic("half", 3)
+        assert not store.has_topic("half") and store.partition_count("half") is None
+        assert store.find_log("half", 0) is None
+        assert not any(name.startswith("half") for name in os.listdir(root))
+        assert "half.properties" not in os.listdir(os.path.join(root, "topic-configs"))
+        monkeypatch.setattr(manager, "Log", real_log)
+        store.create_topic("half", 3)
+        assert store.partitions("half") == 3 and opened[:2] == [
+            os.path.join(root, "half-0"),
+            os.path.join(root, "half-1"),
+        ]
+
+
+def test_topics_from_before_topic_ids_keep_the_id_they_get(tmp_path: os.PathLike[str]) -> None:
+    root = os.fspath(tmp_path)
+    with Store(root) as store:
+        store.create_topic("old", 1)
+        first = store.topic_id("old")
+        assert store.topic_by_id(first) == "old"
+    path = os.path.join(root, "topic-configs", "old.properties")
+    with open(path) as f:
+        lines = [line for line in f if not line.startswith("topic.id=")]
+    with open(path, "w") as f:
+        f.writelines(lines)
+    with Store(root) as store:
+        given = store.topic_id("old")
+        assert given != first and store.topic_by_id(given) == "old"
+    with Store(root) as store:
+        assert store.topic_id("old") == given
+
+
+def test_a_cleaner_failing_on_one_log_does_not_stop_the_others(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from logstore.storage.cleaner import Cleaner
+
+    with Store(os.fspath(tmp_path)) as store:
+        store.create_topic("c", 2, {"cleanup.policy": "compact", "segment.bytes": 1024})
+        for partition in range(2):
+            log = store.log("c", partition)
+            for n in range(40):
+                log.append([(b"k%d" % (n % 3), b"v" * 40)])
+        real_clean = Cleaner.clean
+
+        def disk_full_on_0(self: Cleaner, log: Any, *args: Any, **kwargs: Any) -> Any:
+            if log.path.endswith("c-0"):
+                raise OSError(28, "No space left on device")
+            return real_clean(self, log, *args, **kwargs)
+
+        monkeypatch.setattr(Cleaner, "clean", disk_full_on_0)
+        results = store.run_cleaner(now_ms=2**62)
+        assert list(results) == [("c", 1)]

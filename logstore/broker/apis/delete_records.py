@@ -33,11 +33,11 @@ HIGH_WATERMARK = -1
 def delete_before(broker: Broker, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
     """(error, low watermark) after deleting the records of one partition below ``offset``."""
     store = broker.store
-    if not store.has_topic(topic) or not 0 <= partition < store.partitions(topic):
+    log = store.find_log(topic, partition)
+    if log is None:
         return ErrorCode.unknown_topic_or_partition, -1
     if topic in INTERNAL_TOPICS:
         return ErrorCode.invalid_topic_exception, -1
-    log = store.log(topic, partition)
     if "delete" not in log.config.cleanup_policy:
         return ErrorCode.policy_violation, -1
     if offset == HIGH_WATERMARK:

@@ -52,9 +52,9 @@ def _read_partition(
 ) -> PartitionRead:
     index = partition.partition
     store = broker.store
-    if not store.has_topic(topic) or not 0 <= index < store.partitions(topic):
+    log = store.find_log(topic, index)
+    if log is None:
         return PartitionRead(index, ErrorCode.unknown_topic_or_partition)
-    log = store.log(topic, index)
     result = PartitionRead(index, ErrorCode.none)
     result.high_watermark = log.high_watermark
     result.log_start = log.log_start_offset

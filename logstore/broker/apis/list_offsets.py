@@ -25,9 +25,9 @@ def _lookup(
 ) -> tuple[ErrorCode, int, int]:
     """(error, timestamp, offset) for one partition."""
     store = broker.store
-    if not store.has_topic(topic) or not 0 <= index < store.partitions(topic):
+    log = store.find_log(topic, index)
+    if log is None:
         return ErrorCode.unknown_topic_or_partition, -1, -1
-    log = store.log(topic, index)
     if timestamp == LATEST_TIMESTAMP:
         return ErrorCode.none, -1, log.high_watermark if consumer else log.log_end_offset
     if timestamp == EARLIEST_TIMESTAMP:

@@ -26,7 +26,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     unknown: set[tuple[str, int]] = set()
     wanted: list[tuple[str, int]] = []
     for topic in request.topics:
-        count = store.partitions(topic.name) if store.has_topic(topic.name) else 0
+        count = store.partition_count(topic.name) or 0
         for partition in topic.partitions:
             key = (topic.name, partition.partition_index)
             if 0 <= partition.partition_index < count:

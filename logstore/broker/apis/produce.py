@@ -101,13 +101,13 @@ def _check_batch(
 async def append_partition(
     broker: Broker, topic: str, partition: int, records: bytes | memoryview | None, acks: int
 ) -> PartitionResult:
-    if not broker.store.has_topic(topic) or not 0 <= partition < broker.store.partitions(topic):
+    log = broker.store.find_log(topic, partition)
+    if log is None:
         return PartitionResult(ErrorCode.unknown_topic_or_partition)
     checked = _check_batch(broker, topic, records, acks)
     if isinstance(checked, PartitionResult):
         return checked
     batch = checked
-    log = broker.store.log(topic, partition)
     producer_id = batch.producer_id
     state = None
     sequence = (batch.base_sequence, last_sequence(batch.base_sequence, batch.last_offset_delta))
