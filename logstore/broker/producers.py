@@ -89,10 +89,10 @@ class PartitionProducers:
         if entry is not None and (time.time() * 1000 - entry.last_ms) > self.expiration_ms:
             del self.entries[producer_id]
             entry = None
-        if entry is None or not entry.batches:
-            if entry is not None and epoch < entry.epoch:
-                return ErrorCode.invalid_producer_epoch, None
-            return (ErrorCode.none if first == 0 else ErrorCode.out_of_order_sequence_number), None
+        if entry is None:
+            # Unknown here: new, expired, or its batches deleted (retention, DeleteRecords,
+            # compaction). Kafka accepts any sequence then; refusing would be fatal to the producer.
+            return ErrorCode.none, None
         if epoch < entry.epoch:
             return ErrorCode.invalid_producer_epoch, None
         if epoch > entry.epoch:
