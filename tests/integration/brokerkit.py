@@ -13,7 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 
 START_TIMEOUT_S = 30
 
@@ -48,10 +48,15 @@ class BrokerProcess:
         log = open(self.log_path, "a")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
         log.close()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if "listening on" not in line or time.monotonic() > deadline:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        first: list[str] = []
+        # readline blocks: read on a thread, so a broker that never says where it listens times out.
+        reader = threading.Thread(target=lambda: first.append(stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(START_TIMEOUT_S)
+        line = first[0] if first else "(nothing yet)"
+        if "listening on" not in line:
             self.proc.kill()
             raise RuntimeError(
                 f"broker did not start: {line!r}; see {self.log_path}:\n{self.log_text()[-3000:]}"

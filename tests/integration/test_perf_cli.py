@@ -74,6 +74,29 @@ def test_produce_then_consume(broker: BrokerProcess) -> None:
     assert float(match[6]) > 0 and float(match[10]) > 0
 
 
+def test_produce_prints_a_line_per_report_window(
+    broker: BrokerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The periodic lines (the CLI run above ends within one window, so it prints none)."""
+    from logstore import perf as perf_module
+
+    monkeypatch.setattr(perf_module, "REPORT_INTERVAL_S", 0.2)
+    lines: list[str] = []
+    perf_module.produce_perf(
+        "perf-windows",
+        3000,
+        100,
+        throughput=5000,
+        bootstrap=broker.bootstrap,
+        duration_limit_s=30,
+        out=lines.append,
+    )
+    periodic, final = lines[:-1], lines[-1]
+    assert len(periodic) >= 2, lines
+    assert all(PERIODIC.match(line) for line in periodic), periodic
+    assert FINAL.match(final) and final.startswith("3000 records sent, "), final
+
+
 def test_unreachable_broker_says_what_to_do() -> None:
     port = free_port()
     result = perf("consume", "--topic", "t", "--messages", "1", "--bootstrap-server", f"127.0.0.1:{port}")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from logstore import Log, Record, Store
-from logstore.errors import ClosedError, InvalidRecordError
+from logstore.errors import ClosedError, CorruptRecordError, InvalidRecordError
 from logstore.records import RecordBatch, build_batch, parse_batches
 from logstore.storage.checkpoints import read_offsets
 from logstore.storage.cleaner import (
@@ -20,6 +20,7 @@ from logstore.storage.cleaner import (
     delete_horizon,
     record_bounds,
 )
+from logstore.storage.manager import UnknownTopicError
 
 SEGMENT_MS = 2**62  # rolls only when asked (or by size)
 COMPACT = {"cleanup.policy": "compact", "segment.ms": SEGMENT_MS, "index.interval.bytes": 64}
@@ -455,7 +456,23 @@ def test_record_bounds_walk_a_records_section() -> None:
     batch = next(parse_batches(build_batch([(b"a", b"x" * 70), (b"bb", None), (None, b"")], timestamp=1)))
     section = batch.records_section()
     bounds = record_bounds(section, batch.record_count)
-    assert bounds[0] == 0 and bounds[-1] == len(section) and len(bounds) == 4
+    assert len(bounds) == 4 and bounds[0] == 0 and bounds[-1] == len(section)
+    # Each record's key and value (as the C decoder finds them) lie inside its bounds.
+    columns = batch.columns()
+    for i in range(batch.record_count):
+        for position, length in (
+            (columns.key_positions[i], columns.key_lengths[i]),
+            (columns.value_positions[i], columns.value_lengths[i]),
+        ):
+            if length >= 0:
+                assert bounds[i] < position and position + length <= bounds[i + 1]
+    # Record sizes by hand: length varint, attributes, timestamp and offset deltas, key, value, headers.
+    first = 2 + 1 + 1 + 1 + 1 + 1 + 2 + 70 + 1  # a 2-byte length (78) and value length (70)
+    second = 1 + 1 + 1 + 1 + 1 + 2 + 1 + 1  # a null value
+    third = 1 + 1 + 1 + 1 + 1 + 1 + 1  # a null key, an empty value
+    assert [bounds[i + 1] - bounds[i] for i in range(3)] == [first, second, third]
+    with pytest.raises(CorruptRecordError):
+        record_bounds(section, batch.record_count - 1)  # the section holds more than that
 
 
 def test_dirty_ratio_and_needs_cleaning(log: Log) -> None:
@@ -505,7 +522,7 @@ def test_store_compact_now_and_the_scheduler(tmp_path: Any) -> None:
         store.log("kv", 1).roll()
         assert list(store.run_cleaner()) == [("kv", 1)]
         assert [r.value for r in contents(store.log("kv", 1))] == [b"again"]
-        with pytest.raises(Exception, match="unknown topic"):
+        with pytest.raises(UnknownTopicError, match="unknown topic"):
             store.compact_now("nope")
 
 
@@ -528,7 +545,11 @@ def test_compact_delete_still_applies_retention(segment_dir: str) -> None:
         for i in range(3):
             log.append([(b"k%d" % i, b"v")], timestamp=old)
             log.roll()
-        log.append([(b"k", b"recent")])
-        Cleaner().clean(log)
-        assert log.delete_old_segments() > 0
-        assert [r.value for r in contents(log)] == [b"recent"]
+        for value in (b"first", b"recent"):  # compaction keeps only the second of these
+            log.append([(b"k", value)])
+            log.roll()
+        log.append([(b"other", b"active")])
+        assert log.delete_old_segments() == 3  # retention drops the old segments ...
+        assert [r.value for r in contents(log)] == [b"first", b"recent", b"active"]
+        assert Cleaner().clean(log).records_removed == 1  # ... and compaction the superseded record
+        assert [r.value for r in contents(log)] == [b"recent", b"active"]

@@ -125,7 +125,7 @@ SERVED = sorted(
 def test_c_walk_accepts_what_the_python_walk_accepts(key: int, version: int) -> None:
     cls = codec(key, version).request_class
     rng = random.Random(key * 100 + version)
-    agreed = accepted = 0
+    accepted = refused = 0
     for _ in range(40):
         body = b"hd" + encode(build(cls, rng))
         assert c_walk(cls, body, 2) == python_walk(cls, body, 2) == len(body)
@@ -133,9 +133,9 @@ def test_c_walk_accepts_what_the_python_walk_accepts(key: int, version: int) -> 
             bad = mutate(body, rng)
             ours, theirs = c_walk(cls, bad, 2), python_walk(cls, bad, 2)
             assert ours == theirs, (bad.hex(), ours, theirs)
-            agreed += 1
             accepted += ours >= 0
-    assert agreed == 1000 and 0 < accepted < agreed  # both outcomes were exercised
+            refused += ours < 0
+    assert accepted and refused  # both outcomes were exercised
 
 
 def test_refused_bodies_still_name_the_field() -> None:

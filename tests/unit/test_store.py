@@ -236,7 +236,7 @@ def test_concurrent_checkpoints_never_leave_a_torn_file(tmp_path: os.PathLike[st
             thread.start()
         for thread in threads:
             thread.join(60)
-        assert errors == []
+        assert not any(thread.is_alive() for thread in threads) and errors == []
         points = read_offsets(os.path.join(os.fspath(tmp_path), "recovery-point-offset-checkpoint"))
         assert len(points) == 8
     finally:
