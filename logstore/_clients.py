@@ -26,3 +26,9 @@ def import_confluent_kafka(tool: str, error: type[LogstoreError]) -> ModuleType:
             f"{tool} needs confluent-kafka ({e}); install it with: pip install 'logstore[clients]'"
         ) from None
     return module
+
+
+def kafka_reason(exc: BaseException) -> str:
+    """The text of a KafkaException (whose first argument is a KafkaError) or any exception."""
+    first = exc.args[0] if exc.args else exc
+    return str(first.str() if hasattr(first, "str") else first)

@@ -6,6 +6,10 @@ import click
 
 from logstore.errors import LogstoreError
 
+_BOOTSTRAP_OPTION = click.option(
+    "--bootstrap-server", default="127.0.0.1:9092", show_default=True, help="HOST:PORT of a broker."
+)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
@@ -100,9 +104,7 @@ def perf() -> None:
     show_default=True,
     help="Cap on records/s; -1 (or any value <= 0) sends as fast as possible.",
 )
-@click.option(
-    "--bootstrap-server", default="127.0.0.1:9092", show_default=True, help="HOST:PORT of a broker."
-)
+@_BOOTSTRAP_OPTION
 @click.option(
     "--producer-props",
     "producer_props",
@@ -160,9 +162,7 @@ def perf_produce(
 @perf.command("consume")
 @click.option("--topic", required=True, help="Topic to read.")
 @click.option("--messages", type=click.IntRange(min=1), required=True, help="Number of messages to read.")
-@click.option(
-    "--bootstrap-server", default="127.0.0.1:9092", show_default=True, help="HOST:PORT of a broker."
-)
+@_BOOTSTRAP_OPTION
 @click.option(
     "--group",
     default=None,
@@ -241,9 +241,6 @@ def perf_consume(
         raise SystemExit(1)
 
 
-_BOOTSTRAP_OPTION = click.option(
-    "--bootstrap-server", default="127.0.0.1:9092", show_default=True, help="HOST:PORT of a broker."
-)
 _TIMEOUT_OPTION = click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),

@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from logstore._clients import import_confluent_kafka, stderr_line
+from logstore._clients import import_confluent_kafka, kafka_reason, stderr_line
 from logstore.errors import LogstoreError
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DESCRIBE_HEADER = [
     "GROUP",
     "TOPIC",
@@ -61,11 +60,6 @@ class GroupsError(LogstoreError):
 
 def confluent_kafka() -> ModuleType:
     return import_confluent_kafka("logstore groups", GroupsError)
-
-
-def _reason(exc: BaseException) -> str:
-    first = exc.args[0] if exc.args else exc
-    return str(first.str() if hasattr(first, "str") else first)
 
 
 def _code(exc: BaseException) -> int | None:
@@ -166,7 +160,9 @@ class Groups:
             # log_level 2: no librdkafka lines for refused connections; errors come back as messages.
             self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
         except (self.kafka.KafkaException, ValueError, TypeError) as e:
-            raise GroupsError(f"bad --bootstrap-server {bootstrap!r} ({_reason(e)}); use HOST:PORT") from None
+            raise GroupsError(
+                f"bad --bootstrap-server {bootstrap!r} ({kafka_reason(e)}); use HOST:PORT"
+            ) from None
         self._topics: dict[str, int] = {}
 
     # -- plumbing -------------------------------------------------------------
@@ -183,24 +179,17 @@ class Groups:
             return future.result(self.timeout + 5)
         except self.kafka.KafkaException as e:
             if _code(e) in (self.kafka.KafkaError._TIMED_OUT, self.kafka.KafkaError._TRANSPORT):
-                raise self._unreachable(_reason(e)) from None
-            raise GroupsError(f"{what} failed: {_reason(e)}") from None
+                raise self._unreachable(kafka_reason(e)) from None
+            raise GroupsError(f"{what} failed: {kafka_reason(e)}") from None
         except TimeoutError:
             raise self._unreachable("no answer") from None
-
-    def connect(self) -> None:
-        """Fail early, saying what to do, when no broker answers."""
-        try:
-            self.admin.list_topics(timeout=self.timeout)
-        except self.kafka.KafkaException as e:
-            raise self._unreachable(_reason(e)) from None
 
     def partitions(self, topic: str) -> int:
         if topic not in self._topics:
             try:
                 metadata = self.admin.list_topics(topic, timeout=self.timeout)
             except self.kafka.KafkaException as e:
-                raise self._unreachable(_reason(e)) from None
+                raise self._unreachable(kafka_reason(e)) from None
             entry = metadata.topics.get(topic)
             if entry is None or entry.error is not None or not entry.partitions:
                 raise GroupsError(
@@ -219,7 +208,7 @@ class Groups:
         try:
             futures = self.admin.list_offsets(request, request_timeout=self.timeout)
         except self.kafka.KafkaException as e:
-            raise GroupsError(f"ListOffsets failed: {_reason(e)}") from None
+            raise GroupsError(f"ListOffsets failed: {kafka_reason(e)}") from None
         return {
             (tp.topic, tp.partition): int(
                 self._result(future, f"ListOffsets of {tp.topic}-{tp.partition}").offset
@@ -236,7 +225,7 @@ class Groups:
             kwargs["states"] = {self._state_enum(state) for state in states}
         result = self._result(self.admin.list_consumer_groups(**kwargs), "ListGroups")
         if result.errors:
-            raise GroupsError(f"ListGroups failed: {'; '.join(_reason(e) for e in result.errors)}")
+            raise GroupsError(f"ListGroups failed: {'; '.join(kafka_reason(e) for e in result.errors)}")
         return sorted((g.group_id, _state_name(g.state)) for g in result.valid)
 
     def _state_enum(self, name: str) -> Any:
@@ -254,8 +243,8 @@ class Groups:
             if _code(e) == self.kafka.KafkaError.GROUP_ID_NOT_FOUND:
                 return "Dead", False, []
             if _code(e) in (self.kafka.KafkaError._TIMED_OUT, self.kafka.KafkaError._TRANSPORT):
-                raise self._unreachable(_reason(e)) from None
-            raise GroupsError(f"DescribeGroups of {group!r} failed: {_reason(e)}") from None
+                raise self._unreachable(kafka_reason(e)) from None
+            raise GroupsError(f"DescribeGroups of {group!r} failed: {kafka_reason(e)}") from None
         state = _state_name(description.state)
         return state, state != "Dead", list(description.members)
 
@@ -389,8 +378,8 @@ class Groups:
             except self.kafka.KafkaException as e:
                 code = _code(e)
                 if code in (self.kafka.KafkaError._TIMED_OUT, self.kafka.KafkaError._TRANSPORT):
-                    raise self._unreachable(_reason(e)) from None
-                reason = _reason(e)
+                    raise self._unreachable(kafka_reason(e)) from None
+                reason = kafka_reason(e)
                 if code == self.kafka.KafkaError.NON_EMPTY_GROUP:
                     reason += " (the group has active members: stop its consumers first)"
                 elif code == self.kafka.KafkaError.GROUP_ID_NOT_FOUND:

@@ -43,7 +43,7 @@ from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from logstore._clients import import_confluent_kafka, stderr_line
+from logstore._clients import import_confluent_kafka, kafka_reason, stderr_line
 from logstore.errors import LogstoreError
 
 if TYPE_CHECKING:
@@ -97,19 +97,12 @@ def _unreachable(bootstrap: str, error: object) -> PerfError:
     )
 
 
-def _reason(exc: BaseException) -> str:
-    """The text of a KafkaException (whose first argument is a KafkaError) or any exception."""
-    first = exc.args[0] if exc.args else exc
-    text = first.str() if hasattr(first, "str") else str(first)
-    return str(text)
-
-
 def _client(factory: Callable[[dict[str, Any]], Any], config: dict[str, Any], option: str) -> Any:
     kafka = confluent_kafka()
     try:
         return factory(config)
     except (kafka.KafkaException, ValueError, TypeError) as e:
-        raise PerfError(f"bad client configuration ({_reason(e)}); check {option}") from None
+        raise PerfError(f"bad client configuration ({kafka_reason(e)}); check {option}") from None
 
 
 def _check_topic(client: Any, topic: str, bootstrap: str, must_exist: bool) -> int:
@@ -118,7 +111,7 @@ def _check_topic(client: Any, topic: str, bootstrap: str, must_exist: bool) -> i
     try:
         metadata = client.list_topics(topic, timeout=CONNECT_TIMEOUT_S)
     except kafka.KafkaException as e:
-        raise _unreachable(bootstrap, _reason(e)) from None
+        raise _unreachable(bootstrap, kafka_reason(e)) from None
     entry = metadata.topics.get(topic)
     if entry is None or entry.error is not None:
         if must_exist:
@@ -314,7 +307,7 @@ def produce_perf(
                 continue
             except kafka.KafkaException as e:
                 raise PerfError(
-                    f"cannot produce to {topic!r}: {_reason(e)} "
+                    f"cannot produce to {topic!r}: {kafka_reason(e)} "
                     "(a --record-size above message.max.bytes? raise it with --producer-props)"
                 ) from None
             sent += 1

@@ -30,9 +30,8 @@ static int64_t uvarint_read(const uint8_t *frame, int64_t *at, int64_t end) {
 
 static int64_t be_read(const uint8_t *frame, int64_t at, int width) {
     /* Signed big-endian int16 or int32. */
-    if (width == 2) return (int16_t)((uint16_t)frame[at] << 8 | frame[at + 1]);
-    return (int32_t)((uint32_t)frame[at] << 24 | (uint32_t)frame[at + 1] << 16 |
-                     (uint32_t)frame[at + 2] << 8 | frame[at + 3]);
+    if (width == 2) return (int16_t)ls_load_u16be(frame + at);
+    return (int32_t)ls_load_u32be(frame + at);
 }
 
 /* A string, bytes or records field; -1 when it breaks the rules. */

@@ -76,7 +76,6 @@ ERROR_MESSAGES = {
 
 GROUP_OPERATIONS = sum(1 << code for code in (3, 6, 8))
 """READ, DELETE and DESCRIBE: every operation on a group (AclOperation codes), as Kafka without an authorizer."""
-AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 
 
 def millis(value: datetime.timedelta) -> int:

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from logstore._native import ffi, lib, raise_for
-from logstore.storage.checkpoints import fsync_directory
+from logstore.records.batch import producer_batches
+from logstore.storage.checkpoints import write_atomically
 from logstore.storage.log import Log
 
 SEQUENCE_MAX = 2**31 - 1
@@ -122,25 +122,9 @@ class PartitionProducers:
         for segment in list(log.segments.values()):
             if segment.closed or segment.size == 0:
                 continue
-            view = segment.view(0, segment.valid_size())
-            cap = len(view) // lib.LS_BATCH_HEADER_SIZE + 1
-            arrays = (
-                ffi.new("int64_t[]", cap),
-                ffi.new("int16_t[]", cap),
-                ffi.new("int32_t[]", cap),
-                ffi.new("int32_t[]", cap),
-                ffi.new("int64_t[]", cap),
-            )
-            count = ffi.new("int64_t *")
-            rc = lib.ls_producer_batches(ffi.from_buffer(view), len(view), cap, *arrays, count)
-            if rc != 0:
-                raise_for(rc, f"reading producer state from {segment.log_path}")
-            ids, epochs, firsts, deltas, bases = arrays
-            for i in range(count[0]):
-                first = firsts[i]
-                state.record(
-                    ids[i], epochs[i], first, last_sequence(first, deltas[i]), bases[i], bases[i] + deltas[i]
-                )
+            fields = producer_batches(segment.view(0, segment.valid_size()))
+            for pid, epoch, first, delta, base in zip(*(a.tolist() for a in fields), strict=True):
+                state.record(pid, epoch, first, last_sequence(first, delta), base, base + delta)
         return state
 
 
@@ -161,13 +145,7 @@ class ProducerIds:
         with self._lock:
             if self._next >= self._block_end:
                 end = self._next + ID_BLOCK
-                tmp = self._path + ".tmp"
-                with open(tmp, "w", encoding="ascii") as f:
-                    f.write(f"{end}\n")
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, self._path)
-                fsync_directory(os.path.dirname(self._path))
+                write_atomically(self._path, f"{end}\n".encode("ascii"))
                 self._block_end = end
             producer_id = self._next
             self._next += 1

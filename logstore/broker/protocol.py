@@ -39,10 +39,11 @@ from kio.static.constants import EntityType
 from logstore._native import ffi, lib
 
 NO_THROTTLE = datetime.timedelta(0)
+AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+"""Kafka's "not asked for" value of every authorized-operations field."""
 HEADER = struct.Struct(">hhi")
 SIZE = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 ITEMS_MAX = 100_000  # array items in one request; each needs several bytes anyway
 API_VERSIONS_KEY = 18
@@ -65,6 +66,7 @@ class RequestHeader(NamedTuple):
 _HEADER_AND_LENGTH = struct.Struct(">hhih")  # api key, version, correlation id, client_id length
 _CLIENT_IDS: dict[bytes, str] = {}
 _CLIENT_IDS_MAX = 4096
+_CLIENT_ID_CACHED_MAX = 255  # bytes: the cache holds at most ~2 MiB
 
 
 def parse_header(frame: bytes | memoryview, flexible: bool) -> RequestHeader:
@@ -81,7 +83,8 @@ def parse_header(frame: bytes | memoryview, flexible: bool) -> RequestHeader:
         client_id = _CLIENT_IDS.get(raw)
         if client_id is None:
             client_id = raw.decode("utf-8", "replace")
-            if len(_CLIENT_IDS) < _CLIENT_IDS_MAX:  # a client sends the same id every time
+            # A client sends the same id every time; long or endless new ids are not kept.
+            if length <= _CLIENT_ID_CACHED_MAX and len(_CLIENT_IDS) < _CLIENT_IDS_MAX:
                 _CLIENT_IDS[raw] = client_id
         at += length
     elif length != -1:
@@ -104,8 +107,11 @@ def parse_header(frame: bytes | memoryview, flexible: bool) -> RequestHeader:
 # kio's native reader sizes an array's storage from the length on the wire
 # before reading its items: a 5-byte compact length (up to 2**35) or a large
 # int32 one makes it allocate tens of gigabytes, and a failed allocation
-# aborts the whole process. So every request body is first walked here, in
-# Python: each array must fit in the bytes left (at its items' minimum size),
+# aborts the whole process. So every request body is first walked: in C
+# (native/walk.c, over a program compiled by _WalkProgram below), and, when
+# C refuses a body, by the walk here, in Python, which names the field for
+# the error. Both apply the same rules: each array must fit in the bytes
+# left (at its items' minimum size),
 # each string and bytes field in the frame, and a null may only stand where
 # the schema allows one (kio would hand a handler ``None`` for a
 # non-nullable array). Anything else raises MalformedRequest, which the
@@ -117,7 +123,6 @@ _Step = Callable[[bytes | memoryview, int, int], int]  # (frame, at, end) -> the
 _FIXED_SIZES = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2,
                 "int32": 4, "uint32": 4, "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8,
                 "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16}  # fmt: skip
-_INT16 = struct.Struct(">h")
 
 
 @dataclass(frozen=True)
@@ -185,7 +190,7 @@ def _primitive(kafka_type: str, flexible: bool, nullable: bool, name: str) -> _S
             return at
 
         return _Shape(compact, 1, False)
-    prefix = _INT16 if kafka_type == "string" else SIZE
+    prefix = _I16 if kafka_type == "string" else SIZE
 
     def legacy(frame: bytes | memoryview, at: int, end: int) -> int:
         if at + prefix.size > end:
@@ -455,10 +460,6 @@ def build(cls: type, **values: Any) -> Any:
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
-def has_field(cls: type, name: str) -> bool:
-    return name in _field_names(cls)
-
-
 class FileRegion:
     """Bytes of a segment file, sent with ``sendfile``; owns a dup of the file descriptor.
 
@@ -524,7 +525,7 @@ class ResponseBuffer:
 class WireCursor:
     """Reads a request body field by field, bounds-checked; errors name ``context``.
 
-    For the hot APIs' direct decoders (Produce, OffsetCommit): no objects
+    For the hot APIs' direct decoders (Produce): no objects
     but the request's own, views instead of copies.
     """
 
@@ -555,7 +556,7 @@ class WireCursor:
 
     def int32(self) -> int:
         self.need(4, "an int32")
-        (value,) = _I32.unpack_from(self.frame, self.at)
+        (value,) = SIZE.unpack_from(self.frame, self.at)
         self.at += 4
         return int(value)
 
@@ -587,7 +588,7 @@ class WireCursor:
         return bytes(self.take(n, what)).decode("utf-8", "replace")
 
     def array_count(self, what: str) -> int:
-        n = self.length(_I32)
+        n = self.length(SIZE)
         if not 0 <= n <= ITEMS_MAX or n > self.end - self.at:
             raise ProtocolError(f"{self.context}: {what} has {n} items")
         return n

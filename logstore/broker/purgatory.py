@@ -61,6 +61,3 @@ class Purgatory:
             for future in waiters:
                 if not future.done():
                     future.set_result(None)
-
-    def __len__(self) -> int:
-        return sum(len(w) for w in self._waiters.values())

@@ -38,6 +38,7 @@ from logstore.broker.protocol import (
     parse_header,
 )
 from logstore.broker.purgatory import Purgatory
+from logstore.storage.checkpoints import write_atomically
 from logstore.storage.manager import Store
 
 if typing.TYPE_CHECKING:
@@ -47,7 +48,7 @@ if typing.TYPE_CHECKING:
 _log = logging.getLogger("logstore.broker")
 
 # Response chunks that can wait in Connection._pending as they are.
-_QUEUEABLE = (bytes, DeferredFrame)
+_QUEUEABLE = (bytes, bytearray, DeferredFrame)  # bytearrays: fresh ResponseBuffer frames
 
 # Pause reading from a client once this many request bytes wait unserved.
 QUEUED_BYTES_MAX = 64 * 1024 * 1024
@@ -84,7 +85,7 @@ class Connection(asyncio.BufferedProtocol):
         self._writable = asyncio.Event()
         self._writable.set()
         # Responses not yet written (see _flush_pending); a DeferredFrame is encoded then.
-        self._pending: list[bytes | DeferredFrame] = []
+        self._pending: list[bytes | bytearray | DeferredFrame] = []
         self._task: asyncio.Task[None] | None = None
 
     # -- asyncio.Protocol --------------------------------------------------
@@ -180,7 +181,7 @@ class Connection(asyncio.BufferedProtocol):
                     await self._send_region(loop, transport, chunk)
                 elif chunk:
                     # A view may point into a buffer reused once this returns: keep a copy.
-                    self._queue(chunk if isinstance(chunk, (bytes, DeferredFrame)) else bytes(chunk))
+                    self._queue(bytes(chunk) if isinstance(chunk, memoryview) else chunk)
         finally:
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
@@ -188,7 +189,7 @@ class Connection(asyncio.BufferedProtocol):
         if not self._writable.is_set():
             await self._writable.wait()
 
-    def _queue(self, chunk: bytes | DeferredFrame) -> None:
+    def _queue(self, chunk: bytes | bytearray | DeferredFrame) -> None:
         """Queue a response for the next :meth:`_flush_pending` (scheduled with the first)."""
         if not self._pending:
             asyncio.get_running_loop().call_soon(self._flush_pending)
@@ -210,7 +211,7 @@ class Connection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or transport.is_closing():
             return
-        frames = [chunk if isinstance(chunk, bytes) else chunk.resolve() for chunk in pending]
+        frames = [chunk.resolve() if isinstance(chunk, DeferredFrame) else chunk for chunk in pending]
         transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     async def _send_region(
@@ -297,11 +298,7 @@ class Broker:
         import base64
 
         value = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
-        with open(path + ".tmp", "w", encoding="ascii") as f:
-            f.write(value + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(path + ".tmp", path)
+        write_atomically(path, f"{value}\n".encode("ascii"))
         return value
 
     def producer_state(self, topic: str, partition: int) -> PartitionProducers:
@@ -346,10 +343,6 @@ class Broker:
             self.bound[0] if self.bound else (self.config.listeners[0][1], self.config.listeners[0][2])
         )
         return ("127.0.0.1" if host in ("0.0.0.0", "") else host), port
-
-    async def serve_forever(self, stop: asyncio.Event) -> None:
-        await stop.wait()
-        await self.close()
 
     async def close(self) -> None:
         if self._closed:

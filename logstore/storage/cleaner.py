@@ -128,9 +128,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from logstore import _crashpoints as crashpoints
-from logstore._native import check, ffi, lib, raise_for
+from logstore._native import check, ffi, lib
 from logstore.errors import CorruptRecordError, LogstoreError
-from logstore.records.batch import HEADER_SIZE, Columns, RecordBatch, batches_of, scan
+from logstore.records.batch import HEADER_SIZE, Columns, RecordBatch, batches_of, producer_batches, scan
 from logstore.records.codecs import compress
 from logstore.storage.checkpoints import (
     CorruptCheckpointError,
@@ -423,26 +423,9 @@ def producer_last_offsets(views: Sequence[memoryview]) -> dict[int, int]:
     for view in views:
         if not len(view):
             continue
-        cap = len(view) // lib.LS_BATCH_HEADER_SIZE + 1
-        pids, epochs = np.empty(cap, np.int64), np.empty(cap, np.int16)
-        sequences, deltas, bases = np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.int64)
-        count = ffi.new("int64_t *")
-        rc = lib.ls_producer_batches(
-            ffi.from_buffer(view),
-            len(view),
-            cap,
-            ffi.from_buffer("int64_t[]", pids),
-            ffi.from_buffer("int16_t[]", epochs),
-            ffi.from_buffer("int32_t[]", sequences),
-            ffi.from_buffer("int32_t[]", deltas),
-            ffi.from_buffer("int64_t[]", bases),
-            count,
-        )
-        if rc != 0:
-            raise_for(rc, "reading producer ids")
-        n = int(count[0])
-        ids.append(pids[:n])
-        lasts.append(bases[:n] + deltas[:n])
+        pids, _, _, deltas, bases = producer_batches(view)
+        ids.append(pids)
+        lasts.append(bases + deltas)
     if not ids:
         return {}
     # The last occurrence of each id: the first one in reverse order.

@@ -17,11 +17,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
-NOT_REQUESTED = -(2**31)
 # AclOperation codes allowed on a CLUSTER: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
 # DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
 CLUSTER_OPERATIONS = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
@@ -52,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             cluster_id="",
             controller_id=-1,
             brokers=(),
-            cluster_authorized_operations=NOT_REQUESTED,
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
         )
     host, port = broker.advertised
     return build(
@@ -74,7 +73,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ),
         ),
         cluster_authorized_operations=(
-            CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
+            CLUSTER_OPERATIONS
+            if request.include_cluster_authorized_operations
+            else AUTHORIZED_OPERATIONS_UNKNOWN
         ),
     )
 

@@ -15,8 +15,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.groups import AUTHORIZED_OPERATIONS_UNKNOWN, GROUP_OPERATIONS, coordinator_of
-from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.groups import GROUP_OPERATIONS, coordinator_of
+from logstore.broker.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
 from logstore.coordinator import GroupState
 

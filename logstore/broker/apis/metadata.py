@@ -18,11 +18,10 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
 from logstore.broker.apis.describe_cluster import CLUSTER_OPERATIONS
-from logstore.broker.protocol import NO_THROTTLE, build, codec
+from logstore.broker.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
 from logstore.broker.topics import INTERNAL_TOPICS, topic_error
 
-_AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 # Without an authorizer Kafka allows every operation: READ, WRITE, CREATE, DELETE,
 # ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes).
 TOPIC_OPERATIONS = sum(1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11))
@@ -83,11 +82,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     auto_create = getattr(request, "allow_auto_topic_creation", True)
     requested = _requested(ctx, request)
     include = getattr(request, "include_topic_authorized_operations", False)
-    operations = TOPIC_OPERATIONS if include else _AUTHORIZED_OPERATIONS_UNKNOWN
+    operations = TOPIC_OPERATIONS if include else AUTHORIZED_OPERATIONS_UNKNOWN
     cluster_operations = (
         CLUSTER_OPERATIONS
         if getattr(request, "include_cluster_authorized_operations", False)
-        else _AUTHORIZED_OPERATIONS_UNKNOWN
+        else AUTHORIZED_OPERATIONS_UNKNOWN
     )
     topics: list[Any] = []
     if requested is None:

@@ -35,6 +35,7 @@ from logstore.broker.server import Broker, RequestContext
 from logstore.broker.topics import error_for
 from logstore.errors import LogstoreError
 from logstore.records.batch import RecordBatch
+from logstore.storage.log import Log
 
 _log = logging.getLogger("logstore.broker")
 _MAX_TIMESTAMP_AT = 35
@@ -59,9 +60,7 @@ class PartitionResult:
         self.message = message
 
 
-def _check_batch(
-    broker: Broker, topic: str, records: bytes | memoryview | None, acks: int
-) -> PartitionResult | RecordBatch:
+def _check_batch(log: Log, records: bytes | memoryview | None, acks: int) -> PartitionResult | RecordBatch:
     if not records:
         return PartitionResult(ErrorCode.invalid_record, message="the request carries no record batch")
     try:
@@ -77,7 +76,7 @@ def _check_batch(
             ErrorCode.invalid_record if batch.size < len(records) else ErrorCode.corrupt_message,
             message="a produce request must carry exactly one record batch per partition",
         )
-    config = broker.store.topic_config(topic)
+    config = log.config
     if batch.size > config.max_message_bytes:
         return PartitionResult(
             ErrorCode.message_too_large,
@@ -104,7 +103,7 @@ async def append_partition(
     log = broker.store.find_log(topic, partition)
     if log is None:
         return PartitionResult(ErrorCode.unknown_topic_or_partition)
-    checked = _check_batch(broker, topic, records, acks)
+    checked = _check_batch(log, records, acks)
     if isinstance(checked, PartitionResult):
         return checked
     batch = checked
@@ -121,7 +120,9 @@ async def append_partition(
     # A large request's records are a writable view of its frame: offsets go in place.
     writable = isinstance(records, memoryview) and not records.readonly
     buffer: memoryview | bytearray = (
-        records if isinstance(records, memoryview) and writable else bytearray(records or b"")
+        records
+        if isinstance(records, memoryview) and writable
+        else bytearray(records or b"")  # (empty was refused above)
     )
     try:
         if log.config.flush_messages == 1:

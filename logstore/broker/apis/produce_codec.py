@@ -24,10 +24,8 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from logstore.broker.protocol import EMPTY_TAGS, ProtocolError, WireCursor, wire_count, wire_string
+from logstore.broker.protocol import EMPTY_TAGS, SIZE, ProtocolError, WireCursor, wire_count, wire_string
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _FLEXIBLE_FROM = 9
 
 
@@ -49,10 +47,10 @@ def decode(frame: bytes | memoryview, at: int, version: int) -> tuple[Any, int]:
         partitions = []
         for _ in range(cursor.array_count("partitions")):
             index = cursor.int32()
-            size = cursor.length(_I32)
-            records = None if size == -1 else cursor.take(size, "records")
+            size = cursor.length(SIZE)
             if size < -1:
                 raise ProtocolError(f"produce request: records length {size}")
+            records = None if size == -1 else cursor.take(size, "records")
             cursor.skip_tags()
             partitions.append(module.PartitionProduceData(index=index, records=records))
         cursor.skip_tags()
@@ -92,7 +90,7 @@ def encode_body(
                 out += EMPTY_TAGS
         if flexible:
             out += EMPTY_TAGS
-    out += _I32.pack(0)  # throttle_time_ms
+    out += SIZE.pack(0)  # throttle_time_ms
     if flexible:
         out += EMPTY_TAGS
     return bytes(out)
