@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import struct
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -64,15 +66,23 @@ def answer(chunks: list[Any]) -> tuple[int, ErrorCode]:
     return correlation, response.topics[0].partitions[0].error_code
 
 
+@contextlib.asynccontextmanager
+async def running_broker(data_dir: str) -> AsyncIterator[Broker]:
+    broker = Broker(BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0"}), data_dir=data_dir)
+    await broker.start()
+    try:
+        yield broker
+    finally:
+        await broker.close()
+
+
 def committed(broker: Broker) -> int:
     assert broker.coordinator is not None
     return broker.coordinator.fetch_offsets(GROUP, [("t", 0)]).offsets[("t", 0)].offset
 
 
 async def scenario(data_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    broker = Broker(BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0"}), data_dir=data_dir)
-    await broker.start()
-    try:
+    async with running_broker(data_dir) as broker:
         broker.store.create_topic("t", 1)
         log = broker.store.log(OFFSETS_TOPIC, partition_for(GROUP, 50))
         appends: list[int] = []
@@ -119,8 +129,6 @@ async def scenario(data_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
         assert log.log_end_offset == 4 and committed(broker) == 11
         offsets_appender_of(broker).flush()  # nothing left staged
         assert log.log_end_offset == 4
-    finally:
-        await broker.close()
 
 
 def test_commits_of_one_pass_share_an_append_and_fail_together(
@@ -130,9 +138,7 @@ def test_commits_of_one_pass_share_an_append_and_fail_together(
 
 
 async def ordering_and_undo(data_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    broker = Broker(BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0"}), data_dir=data_dir)
-    await broker.start()
-    try:
+    async with running_broker(data_dir) as broker:
         broker.store.create_topic("t", 2)
         log = broker.store.log(OFFSETS_TOPIC, partition_for(GROUP, 50))
         appender = offsets_appender_of(broker)
@@ -174,8 +180,6 @@ async def ordering_and_undo(data_dir: str, monkeypatch: pytest.MonkeyPatch) -> N
         assert deleted.error == ErrorCode.none and len(calls) == 2  # the staged batch, then the tombstone
         assert frame is not None and answer(frame) == (1, ErrorCode.not_coordinator)
         assert committed(broker) == -1
-    finally:
-        await broker.close()
 
 
 def test_a_big_commit_keeps_log_order_and_an_undo_keeps_a_later_delete(
