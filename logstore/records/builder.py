@@ -164,19 +164,27 @@ def build_batch(
         raise InvalidArgumentError("a record batch needs at least one record")
     codec = codec_id(compression)
     now = int(time.time() * 1000) if timestamp is None else timestamp
-    _check_fields(base_offset, now, producer_id, producer_epoch, base_sequence, partition_leader_epoch)
+    fields = (base_offset, now, producer_id, producer_epoch, base_sequence, partition_leader_epoch)
+    if base_offset < 0:
+        _check_fields(*fields)
     attributes = _ATTR_TRANSACTIONAL if transactional else 0
-    batch = encode_plain(
-        records,
-        base_offset,
-        now,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        partition_leader_epoch,
-        attributes,
-    )
+    try:
+        # The C encoder's argument parsing bounds every other field by its width.
+        batch = encode_plain(
+            records,
+            base_offset,
+            now,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            partition_leader_epoch,
+            attributes,
+        )
+    except OverflowError:
+        _check_fields(*fields)  # raises, naming the field
+        raise
     if batch is None:
+        _check_fields(*fields)
         return _build_general(
             records,
             count,
