@@ -145,7 +145,15 @@ _KEYS = [
         ">= 1",
         "replicas that must acknowledge an acks=all write",
     ),
-    ConfigKey("preallocate", "boolean", False, None, "true or false", "preallocate new segment files"),
+    ConfigKey(
+        "preallocate",
+        "boolean",
+        False,
+        None,
+        "true or false",
+        "accepted for Kafka compatibility, no effect: on Linux Kafka's only sets the file length "
+        "(docs/benchmarks.md measures a zero-filled preallocation)",
+    ),
     ConfigKey(
         "retention.bytes",
         "long",
