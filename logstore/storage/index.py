@@ -69,6 +69,7 @@ class _SparseIndex:
         length = os.path.getsize(path) if os.path.exists(path) else 0
         self._open_map(self.max_index_size if writable else None)
         self._entries = self._live_entries(length, exact_length) if length else 0
+        self._advise_appends()
 
     # -- mapping -----------------------------------------------------------
 
@@ -100,17 +101,22 @@ class _SparseIndex:
         else:
             mode: Literal["r+", "r"] = "r+" if self.writable else "r"
             self._memmap = np.memmap(self.path, dtype=self.DTYPE, mode=mode, shape=(count,))
-            if self.writable:
-                # No fault-around for the preallocated map: with it, the first write
-                # fault built and zeroed page-cache folios over the whole file (3 ms
-                # for 10 MiB here, paid by a fresh segment's first indexed append);
-                # one page per fault costs ~20 us.
-                self._memmap._mmap.madvise(mmap.MADV_RANDOM)  # type: ignore[attr-defined]
             # A plain ndarray view: element access without memmap's per-slice overhead.
             self._map = self._memmap.view(np.ndarray)
         self._ptr = ffi.from_buffer(self._map) if count else ffi.NULL
         # The mapped file as a plain buffer, for one-call lookups in C.
         self._buffer: Any = self._memmap._mmap if self._memmap is not None else b""  # type: ignore[attr-defined]
+
+    def _advise_appends(self) -> None:
+        """No fault-around on a writable map, once its live entries are counted.
+
+        With it, the first write fault built and zeroed page-cache folios over
+        the whole preallocated file (3 ms for 10 MiB here, paid by a fresh
+        segment's first indexed append); one page per fault costs ~20 us. Set
+        after the count, whose read of the whole file wants fault-around.
+        """
+        if self.writable and self._memmap is not None:
+            self._memmap._mmap.madvise(mmap.MADV_RANDOM)  # type: ignore[attr-defined]
 
     def _live_entries(self, length: int, exact_length: bool) -> int:
         """The live entries of a file that existed with ``length`` bytes.
@@ -203,6 +209,7 @@ class _SparseIndex:
         self._check_open()
         self._release_map()
         self._open_map(size - size % self.DTYPE.itemsize)
+        self._advise_appends()
 
     def trim(self) -> None:
         """Shrink the file to its live entries (on roll and close)."""
