@@ -21,12 +21,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from logstore import Log
 
+READY_TIMEOUT_S = 300  # writing 1 GiB takes ~5-20 s here
+
 CHILD = """
-import os, sys
+import os, sys, time
 from logstore import Log
 path, size, tail = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 values = [os.urandom(100) for _ in range(1000)]
@@ -38,18 +41,24 @@ for _ in range((size + tail) // 100_000 + 10):
     if written > size + tail:
         print("ready", log.log_end_offset, flush=True)
         break
-for _ in range(10**6):  # until killed: appends in flight when SIGKILL lands
+deadline = time.monotonic() + 30
+for _ in range(5_000):  # until killed (bounded: 525 MB, 30 s): appends in flight at SIGKILL
     log.append(values)
+    if time.monotonic() > deadline:
+        break
 """
 
 
-def one_run(root: str, size: int, tail: int) -> tuple[float, int]:
+def one_run(root: str, size: int, tail: int) -> float:
     path = os.path.join(root, f"log-{time.monotonic_ns()}")
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, path, str(size), str(tail)], stdout=subprocess.PIPE, text=True
     )
     assert child.stdout is not None
+    ready = threading.Timer(READY_TIMEOUT_S, child.kill)  # a hung writer ends the run
+    ready.start()
     line = child.stdout.readline()
+    ready.cancel()
     if not line.startswith("ready"):
         child.kill()
         raise SystemExit(f"the writer died before it was ready: {line!r}")
@@ -71,7 +80,7 @@ def one_run(root: str, size: int, tail: int) -> tuple[float, int]:
         log.close()
         shutil.rmtree(path)
     print(f"  reopen {seconds:.3f} s, {segments} segments, {end:,} records", flush=True)
-    return seconds, end
+    return seconds
 
 
 def main() -> None:
@@ -83,7 +92,7 @@ def main() -> None:
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="logstore-reopen-", dir=args.dir)
     try:
-        times = [one_run(root, args.size_mb << 20, args.tail_mb << 20)[0] for _ in range(args.runs)]
+        times = [one_run(root, args.size_mb << 20, args.tail_mb << 20) for _ in range(args.runs)]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(
