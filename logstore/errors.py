@@ -49,6 +49,14 @@ class InvalidArgumentError(LogstoreError, ValueError):
     """An argument is outside its documented range."""
 
 
+class TopicExistsError(LogstoreError):
+    """create_topic was asked for a topic that exists."""
+
+
+class UnknownTopicError(LogstoreError):
+    """The topic or partition does not exist; create it first."""
+
+
 class ClosedError(LogstoreError):
     """An operation on a closed segment, index, log or store."""
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from logstore.broker.apis import registry
 from logstore.broker.config import BrokerConfig
-from logstore.broker.framing import Frame, FrameReader, FrameSizeError
 from logstore.broker.producers import PartitionProducers, ProducerIds
-from logstore.broker.protocol import (
+from logstore.broker.purgatory import Purgatory
+from logstore.protocol import (
     API_VERSIONS_KEY,
     HEADER,
     DeferredFrame,
@@ -37,7 +37,7 @@ from logstore.broker.protocol import (
     encode_response,
     parse_header,
 )
-from logstore.broker.purgatory import Purgatory
+from logstore.protocol.framing import Frame, FrameReader, FrameSizeError
 from logstore.storage.checkpoints import write_atomically
 from logstore.storage.manager import Store
 

@@ -7,45 +7,15 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from logstore.errors import (
-    CorruptRecordError,
-    InvalidArgumentError,
-    InvalidConfigError,
-    InvalidRecordError,
-    LogstoreError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-)
-from logstore.storage.manager import TopicExistsError, UnknownTopicError, validate_topic_name
+from logstore.errors import InvalidArgumentError, LogstoreError, TopicExistsError
+from logstore.protocol.errors import error_for
+from logstore.storage.manager import validate_topic_name
 
 if TYPE_CHECKING:
     from logstore.broker.server import Broker
 
 _log = logging.getLogger("logstore.broker")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-
-
-_ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
-    (UnknownTopicError, ErrorCode.unknown_topic_or_partition),
-    (TopicExistsError, ErrorCode.topic_already_exists),
-    (OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
-    (CorruptRecordError, ErrorCode.corrupt_message),
-    (RecordTooLargeError, ErrorCode.message_too_large),
-    (InvalidRecordError, ErrorCode.invalid_record),
-    (InvalidConfigError, ErrorCode.invalid_config),
-    (InvalidArgumentError, ErrorCode.invalid_request),
-    (OSError, ErrorCode.kafka_storage_error),
-    (LogstoreError, ErrorCode.unknown_server_error),
-)
-"""logstore exceptions and their Kafka error codes, most specific first."""
-
-
-def error_for(exc: BaseException) -> ErrorCode:
-    """The Kafka error code for a logstore exception."""
-    for kind, code in _ERROR_CODES:
-        if isinstance(exc, kind):
-            return code
-    return ErrorCode.unknown_server_error
 
 
 def topic_error(broker: Broker, name: str | None, auto_create: bool) -> ErrorCode:

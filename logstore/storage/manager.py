@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from logstore._progress import terminal_progress
-from logstore.errors import InvalidArgumentError, LogstoreError
+from logstore.errors import InvalidArgumentError, LogstoreError, TopicExistsError, UnknownTopicError
 from logstore.storage.checkpoints import fsync_directory, read_offsets, write_atomically, write_offsets
 from logstore.storage.cleaner import Cleaner, CleanResult
 from logstore.storage.config import LogConfig
@@ -52,14 +52,6 @@ _log = logging.getLogger("logstore.store")
 REPLICATION_FILE = "replication-offset-checkpoint"
 TOPIC_CONFIGS = "topic-configs"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-class TopicExistsError(LogstoreError):
-    """create_topic was asked for a topic that exists."""
-
-
-class UnknownTopicError(LogstoreError):
-    """The topic or partition does not exist; create it first."""
 
 
 def validate_topic_name(name: str) -> None:

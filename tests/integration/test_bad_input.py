@@ -36,7 +36,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from logstore import build_batch
-from logstore.broker.protocol import build
+from logstore.protocol import build
 
 pytestmark = pytest.mark.integration
 

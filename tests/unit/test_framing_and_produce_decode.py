@@ -15,8 +15,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from logstore.broker.apis.produce_codec import decode, encode_body
-from logstore.broker.framing import SCRATCH_SIZE, FrameReader, FrameSizeError
-from logstore.broker.protocol import ProtocolError
+from logstore.protocol import ProtocolError
+from logstore.protocol.framing import SCRATCH_SIZE, FrameReader, FrameSizeError
 
 
 def feed(reader: FrameReader, stream: bytes, rng: random.Random) -> list[bytes]:
@@ -172,7 +172,7 @@ def test_produce_response_bytes_equal_kios(version: int, topics: list) -> None:
     """The hand-written encoder writes exactly the bytes kio's writer writes."""
     from kio.schema.errors import ErrorCode
 
-    from logstore.broker.protocol import NO_THROTTLE, build
+    from logstore.protocol import NO_THROTTLE, build
 
     module = load_payload_module(0, version, EntityType.response)
     response = build(
@@ -231,7 +231,7 @@ def test_offset_commit_response_bytes_equal_kios(version: int, topics: list) -> 
     from kio.schema.errors import ErrorCode
 
     from logstore.broker.apis.offset_commit import _encode
-    from logstore.broker.protocol import NO_THROTTLE, build
+    from logstore.protocol import NO_THROTTLE, build
 
     module = load_payload_module(8, version, EntityType.response)
     response = build(

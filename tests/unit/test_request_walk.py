@@ -28,7 +28,8 @@ from kio.serial._introspect import (
 
 from logstore._native import ffi, lib
 from logstore.broker.apis import registry
-from logstore.broker.protocol import MalformedRequest, _entity, codec, walk_program
+from logstore.protocol import MalformedRequest, codec, walk_program
+from logstore.protocol.walk import _entity
 
 _PRIMITIVES: dict[str, Any] = {
     "int8": lambda r: r.randint(-128, 127),

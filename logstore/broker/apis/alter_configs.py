@@ -31,10 +31,10 @@ from logstore.broker.apis.describe_configs import (
     broker_resource_error,
     topic_resource_error,
 )
-from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import Broker, RequestContext
-from logstore.broker.topics import error_for
 from logstore.errors import InvalidConfigError, LogstoreError
+from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.protocol.errors import error_for
 
 Outcome = tuple[ErrorCode, str | None]
 

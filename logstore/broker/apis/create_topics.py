@@ -31,10 +31,10 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
 from logstore.broker.apis.describe_configs import topic_entries
-from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import Broker, RequestContext
-from logstore.broker.topics import error_for
 from logstore.errors import InvalidArgumentError, InvalidConfigError, LogstoreError
+from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.protocol.errors import error_for
 from logstore.storage.config import LogConfig
 from logstore.storage.manager import validate_topic_name
 

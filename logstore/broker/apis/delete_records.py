@@ -22,10 +22,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import Broker, RequestContext
 from logstore.broker.topics import INTERNAL_TOPICS, error_for
 from logstore.errors import LogstoreError
+from logstore.protocol import NO_THROTTLE, build, codec
 
 HIGH_WATERMARK = -1
 

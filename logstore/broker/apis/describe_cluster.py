@@ -17,8 +17,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
+from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 # AclOperation codes allowed on a CLUSTER: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,

@@ -33,9 +33,9 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.config import _KEYS as _BROKER_KEYS
 from logstore.broker.config import BrokerConfig
-from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import Broker, RequestContext
 from logstore.errors import InvalidArgumentError
+from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.storage.config import CONFIG_KEYS, LogConfig, render_value
 from logstore.storage.manager import validate_topic_name
 

@@ -16,9 +16,9 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
 from logstore.broker.groups import GROUP_OPERATIONS, coordinator_of
-from logstore.broker.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
 from logstore.coordinator import GroupState
+from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -21,8 +21,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import Broker, RequestContext
+from logstore.protocol import NO_THROTTLE, build, codec
 
 
 def _partitions(broker: Broker, topics: Any) -> dict[str, list[tuple[int, int]]]:

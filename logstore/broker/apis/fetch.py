@@ -26,10 +26,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.protocol import NO_THROTTLE, FileRegion, build, codec
 from logstore.broker.server import Broker, RequestContext
-from logstore.broker.topics import error_for
 from logstore.errors import LogstoreError
+from logstore.protocol import NO_THROTTLE, FileRegion, build, codec
+from logstore.protocol.errors import error_for
 from logstore.storage.log import ReadResult
 
 SENDFILE_MIN_BYTES = 16 * 1024

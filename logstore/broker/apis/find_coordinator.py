@@ -20,8 +20,8 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
 from logstore.broker.groups import ERROR_MESSAGES
-from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
+from logstore.protocol import NO_THROTTLE, build, codec
 
 _log = logging.getLogger("logstore.broker")
 

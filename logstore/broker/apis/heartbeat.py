@@ -11,8 +11,8 @@ from typing import Any
 
 from logstore.broker.apis import Api
 from logstore.broker.groups import coordinator_of
-from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
+from logstore.protocol import NO_THROTTLE, build, codec
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -15,8 +15,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
+from logstore.protocol import NO_THROTTLE, build, codec
 
 _log = logging.getLogger("logstore.broker")
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from logstore.broker.apis import Api
 from logstore.broker.groups import client_host, coordinator_of, millis
-from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
+from logstore.protocol import NO_THROTTLE, build, codec
 
 _log = logging.getLogger("logstore.broker")
 

@@ -15,8 +15,8 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
 from logstore.broker.groups import coordinator_of
-from logstore.broker.protocol import NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
+from logstore.protocol import NO_THROTTLE, build, codec
 
 CLASSIC = "classic"
 

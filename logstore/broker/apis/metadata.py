@@ -18,9 +18,9 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
 from logstore.broker.apis.describe_cluster import CLUSTER_OPERATIONS
-from logstore.broker.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.broker.server import RequestContext
 from logstore.broker.topics import INTERNAL_TOPICS, topic_error
+from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 
 # Without an authorizer Kafka allows every operation: READ, WRITE, CREATE, DELETE,
 # ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes).

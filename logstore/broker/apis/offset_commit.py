@@ -24,9 +24,9 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
 from logstore.broker.groups import coordinator_of, offsets_appender_of
-from logstore.broker.protocol import EMPTY_TAGS, DeferredBody, RawBody, wire_count, wire_string
 from logstore.broker.server import Broker, RequestContext
 from logstore.coordinator.coordinator import OffsetCommit, PreparedCommit
+from logstore.protocol import EMPTY_TAGS, DeferredBody, RawBody, wire_count, wire_string
 
 
 def topic_name(broker: Broker, topic: Any, by_id: bool) -> tuple[str | None, int, ErrorCode]:

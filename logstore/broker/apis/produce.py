@@ -30,10 +30,10 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api, produce_codec
 from logstore.broker.producers import last_sequence
-from logstore.broker.protocol import RawBody
 from logstore.broker.server import Broker, RequestContext
-from logstore.broker.topics import error_for
 from logstore.errors import LogstoreError
+from logstore.protocol import RawBody
+from logstore.protocol.errors import error_for
 from logstore.records.batch import RecordBatch
 from logstore.storage.log import Log
 

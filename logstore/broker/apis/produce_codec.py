@@ -24,7 +24,7 @@ from typing import Any
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from logstore.broker.protocol import EMPTY_TAGS, SIZE, ProtocolError, WireCursor, wire_count, wire_string
+from logstore.protocol import EMPTY_TAGS, SIZE, ProtocolError, WireCursor, wire_count, wire_string
 
 _FLEXIBLE_FROM = 9
 
