@@ -266,6 +266,7 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.data_dir = os.path.abspath(data_dir or config.data_dir)
+        self.owns_store = store is None  # a Store handed in is its owner's to close
         self.store = store or Store(
             self.data_dir,
             config.log_defaults(),
@@ -318,12 +319,13 @@ class Broker:
 
     # -- lifecycle -----------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, listen: bool = True) -> None:
+        """Start the group coordinator and, when ``listen``, the listeners (the embedded broker has none)."""
         loop = asyncio.get_running_loop()
         from logstore.broker.groups import start_coordinator
 
         self.coordinator = start_coordinator(self)
-        for _, host, port in self.config.listeners:
+        for _, host, port in self.config.listeners if listen else ():
             server = await loop.create_server(
                 lambda: Connection(self), host, port, reuse_address=True, backlog=1024
             )
@@ -362,7 +364,8 @@ class Broker:
                 await asyncio.wait_for(server.wait_closed(), 5)
         if self.offsets_appender is not None:
             self.offsets_appender.flush()  # commits staged in the last pass
-        self.store.close()
+        if self.owns_store:
+            self.store.close()
 
     async def _reap_idle(self) -> None:
         idle_ms = self.config.connections_max_idle_ms

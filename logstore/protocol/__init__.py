@@ -21,7 +21,7 @@ Modules, one concern each (neither the broker nor the client is imported here):
 - :mod:`~logstore.protocol.errors`: Kafka's error codes as one table
 """
 
-from logstore.protocol.codec import ClientCodec, Codec, build, client_codec, codec
+from logstore.protocol.codec import ClientCodec, Codec, build, client_codec, codec, from_dict
 from logstore.protocol.errors import ERRORS, ErrorInfo, error_for, error_info
 from logstore.protocol.frames import (
     DeferredBody,
@@ -83,6 +83,7 @@ __all__ = [
     "encode_response",
     "error_for",
     "error_info",
+    "from_dict",
     "parse_header",
     "read_uvarint",
     "walk_program",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,3 +99,58 @@ def client_codec(api_key: int, version: int) -> ClientCodec:
         flexible,
         flexible and api_key != API_VERSIONS_KEY,
     )
+
+
+_MS_KINDS = frozenset({"timedelta_i32", "timedelta_i64"})
+
+
+@functools.cache
+def _plan(cls: type) -> tuple[tuple[str, str, type | None, bool], ...]:
+    """(name, kind, entity class or None, has a default) per field of ``cls``."""
+    from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_schema_field_type
+
+    plan: list[tuple[str, str, type | None, bool]] = []
+    for field in dataclasses.fields(cls):
+        kind = classify_field(field)
+        has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+        if isinstance(kind, EntityTupleField):
+            plan.append((field.name, "entities", kind.type_, has_default))
+        elif isinstance(kind, EntityField):
+            plan.append((field.name, "entity", kind.type_, has_default))
+        else:
+            plan.append((field.name, get_schema_field_type(field), None, has_default))
+    return tuple(plan)
+
+
+def from_dict(cls: type, values: dict[str, Any]) -> Any:
+    """A kio entity of ``cls`` from plain values, nested: lists of dicts become tuples of entities.
+
+    One request is written once for every version: keys a version lacks are
+    dropped (as :func:`build` does), ``*_ms``-style timedelta fields take
+    milliseconds, and a field the version has but ``values`` lacks is an error
+    unless kio gives it a default.
+    """
+    out: dict[str, Any] = {}
+    for name, kind, entity, has_default in _plan(cls):
+        if name not in values:
+            if has_default:
+                continue
+            raise KeyError(f"{cls.__module__}.{cls.__name__} needs a value for {name!r}")
+        value = values[name]
+        if value is None:
+            out[name] = None
+        elif kind == "entities":
+            assert entity is not None
+            out[name] = tuple(from_dict(entity, item) for item in value)
+        elif kind == "entity":
+            assert entity is not None
+            out[name] = from_dict(entity, value)
+        elif kind in _MS_KINDS and not isinstance(value, datetime.timedelta):
+            out[name] = datetime.timedelta(milliseconds=value)
+        elif kind == "datetime_i64" and not isinstance(value, datetime.datetime):
+            out[name] = datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+        elif isinstance(value, list):
+            out[name] = tuple(value)
+        else:
+            out[name] = value
+    return cls(**out)

@@ -1,0 +1,378 @@
+"""One connection to one broker: requests pipelined, responses matched in order.
+
+:class:`BrokerConnection` is the TCP one. A caller's thread encodes and
+writes a request (under a lock, so frames never interleave) and gets a
+:class:`~concurrent.futures.Future`; the connection's reader thread reads
+response frames, checks each correlation id against the oldest request in
+flight (Kafka answers a connection's requests in order), decodes the body
+with kio and settles the future. A request not answered within
+``request.timeout.ms`` fails with ``_TIMED_OUT`` and closes the connection,
+as Kafka's clients do (later answers on it could no longer be trusted to
+arrive); every request still in flight then fails with ``_TRANSPORT``.
+Connecting is bounded by ``socket.connection.setup.timeout.ms``; the first
+request is ApiVersions, whose answer fixes the version of every later
+request (:meth:`version`).
+
+The embedded transport (``logstore.embedded``) provides the same methods
+without a socket: the client code above it cannot tell.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import io
+import itertools
+import socket
+import struct
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Protocol
+
+from logstore.client.errors import KafkaError, KafkaException, local
+from logstore.protocol import SIZE, client_codec, encode_request_header, from_dict
+
+_CORRELATION = struct.Struct(">i")
+API_VERSIONS = 18
+RECV_CHUNK = 256 * 1024
+FRAME_MAX = 1 << 30
+
+# The newest version of each API this client's code is written for. A broker's
+# ApiVersions answer may lower it; a version above these is never sent.
+CLIENT_MAX_VERSIONS: dict[int, int] = {
+    0: 10,  # Produce
+    1: 12,  # Fetch (v13 names topics by id)
+    2: 7,  # ListOffsets
+    3: 12,  # Metadata
+    8: 8,  # OffsetCommit
+    9: 8,  # OffsetFetch
+    10: 4,  # FindCoordinator
+    11: 9,  # JoinGroup
+    12: 4,  # Heartbeat
+    13: 5,  # LeaveGroup
+    14: 5,  # SyncGroup
+    15: 5,  # DescribeGroups
+    16: 4,  # ListGroups
+    18: 3,  # ApiVersions
+    19: 7,  # CreateTopics
+    20: 6,  # DeleteTopics
+    21: 2,  # DeleteRecords
+    22: 4,  # InitProducerId
+    32: 4,  # DescribeConfigs
+    33: 2,  # AlterConfigs
+    35: 4,  # DescribeLogDirs
+    37: 3,  # CreatePartitions
+    42: 2,  # DeleteGroups
+    44: 1,  # IncrementalAlterConfigs
+    47: 0,  # OffsetDelete
+    60: 1,  # DescribeCluster
+}
+
+
+class Connection(Protocol):
+    """What the client needs of a connection to one broker (TCP or in-process)."""
+
+    node_id: int
+    closed: bool
+
+    def send(self, api_key: int, fields: dict[str, Any], *, expect_response: bool = True) -> Future[Any]: ...
+
+    def version(self, api_key: int) -> int: ...
+
+    def close(self, error: KafkaError | None = None) -> None: ...
+
+
+def negotiated(api_key: int, ranges: dict[int, tuple[int, int]], where: str) -> int:
+    """The version of ``api_key`` to speak: the highest both the broker and this client know."""
+    ours = CLIENT_MAX_VERSIONS.get(api_key)
+    theirs = ranges.get(api_key)
+    if ours is None or theirs is None or theirs[0] > ours:
+        raise KafkaException(
+            KafkaError(
+                KafkaError.UNSUPPORTED_VERSION,  # type: ignore[attr-defined]
+                f"{where} does not serve API {api_key} at a version this client speaks "
+                f"(broker: {theirs}, client: up to v{ours})",
+            )
+        )
+    return min(ours, theirs[1])
+
+
+def encode_body(api_key: int, version: int, fields: dict[str, Any]) -> tuple[memoryview, bool]:
+    """A request body for ``fields`` at ``version``, and whether its header is flexible (v2)."""
+    codec = client_codec(api_key, version)
+    buffer = io.BytesIO()
+    codec.write(buffer, from_dict(codec.request_class, fields))
+    return buffer.getbuffer(), codec.request_flexible
+
+
+def encode_request(
+    api_key: int, version: int, correlation: int, client_id: str | None, fields: dict[str, Any]
+) -> bytes:
+    """A whole request frame (size, header, body) for ``fields`` at ``version``."""
+    body, flexible = encode_body(api_key, version, fields)
+    header = encode_request_header(api_key, version, correlation, client_id, flexible)
+    return b"".join((SIZE.pack(len(header) + len(body)), header, body))
+
+
+def decode_response(api_key: int, version: int, frame: bytes, where: str) -> Any:
+    """The kio response in ``frame`` (correlation id first, no size), or KafkaException ``_BAD_MSG``."""
+    codec = client_codec(api_key, version)
+    try:
+        at = _skip_tags(frame, 4) if codec.response_flexible else 4
+        response, _ = codec.read(frame, at)
+    except Exception as e:
+        raise KafkaException(local("_BAD_MSG", f"{where}: cannot decode API {api_key} v{version}: {e}")) from None
+    return response
+
+
+class BrokerConnection:
+    """A TCP connection to one broker (see the module's docstring)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        host: str,
+        port: int,
+        client_id: str,
+        setup_timeout: float,
+        request_timeout: float,
+    ) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.where = f"{host}:{port}"
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.closed = False
+        self.error: KafkaError | None = None
+        self._lock = threading.Lock()
+        self._in_flight: collections.deque[tuple[int, int, int, Future[Any], float]] = collections.deque()
+        self._correlation = itertools.count(1)
+        self._versions: dict[int, tuple[int, int]] = {}
+        self._chosen: dict[int, int] = {}
+        self._sock = self._connect(setup_timeout)
+        self._reader = threading.Thread(
+            target=self._read_loop, name=f"logstore-conn-{self.where}", daemon=True
+        )
+        self._reader.start()
+        self._handshake(setup_timeout)
+
+    def _connect(self, timeout: float) -> socket.socket:
+        deadline = time.monotonic() + timeout
+        try:
+            infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        except OSError as e:
+            raise KafkaException(
+                local("_TRANSPORT", f"{self.where}: cannot resolve {self.host!r}: {e}")
+            ) from None
+        last: OSError | None = None
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                sock.connect(address)
+            except OSError as e:
+                sock.close()
+                last = e
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(None)
+            return sock
+        reason = "timed out" if isinstance(last, TimeoutError) else str(last)
+        raise KafkaException(
+            local(
+                "_TRANSPORT",
+                f"{self.where}: connect failed ({reason}) within socket.connection.setup.timeout.ms="
+                f"{timeout * 1000:.0f}; is a broker listening there?",
+            )
+        ) from None
+
+    def _handshake(self, timeout: float) -> None:
+        """ApiVersions at v3 (v0 if the broker answers UNSUPPORTED_VERSION): the versions to speak."""
+        for version in (3, 0):
+            self._chosen[API_VERSIONS] = version
+            fields = {"client_software_name": "logstore", "client_software_version": "0.1.0"}
+            try:
+                response = self.send(API_VERSIONS, fields).result(timeout)
+            except TimeoutError:
+                self.close(local("_TIMED_OUT", f"{self.where}: no ApiVersions answer in {timeout:.1f} s"))
+                raise KafkaException(self.error or local("_TIMED_OUT")) from None
+            if response.error_code == KafkaError.UNSUPPORTED_VERSION and version:  # type: ignore[attr-defined]
+                continue
+            if response.error_code:
+                raise KafkaException(
+                    KafkaError(int(response.error_code), f"{self.where}: ApiVersions failed")
+                )
+            self._versions = {
+                int(a.api_key): (int(a.min_version), int(a.max_version)) for a in response.api_keys
+            }
+            return
+
+    def version(self, api_key: int) -> int:
+        chosen = self._chosen.get(api_key)
+        if chosen is None:
+            chosen = self._chosen[api_key] = negotiated(api_key, self._versions, self.where)
+        return chosen
+
+    def supports(self, api_key: int) -> bool:
+        return api_key in self._versions and api_key in CLIENT_MAX_VERSIONS
+
+    def send(self, api_key: int, fields: dict[str, Any], *, expect_response: bool = True) -> Future[Any]:
+        """Write one request; the future settles with its kio response (None when none is expected)."""
+        future: Future[Any] = Future()
+        if self.closed:
+            future.set_exception(KafkaException(self.error or local("_TRANSPORT", f"{self.where}: closed")))
+            return future
+        version = self.version(api_key)
+        body, flexible = encode_body(api_key, version, fields)  # outside the lock: the slow part
+        with self._lock:
+            correlation = next(self._correlation) & 0x7FFFFFFF
+            header = encode_request_header(api_key, version, correlation, self.client_id, flexible)
+            if expect_response:
+                deadline = time.monotonic() + self.request_timeout
+                self._in_flight.append((correlation, api_key, version, future, deadline))
+            try:
+                self._sock.sendall(b"".join((SIZE.pack(len(header) + len(body)), header, body)))
+            except OSError as e:
+                self._fail(local("_TRANSPORT", f"{self.where}: send failed: {e}"))
+        if not expect_response and not future.done():
+            future.set_result(None)
+        return future
+
+    # -- the reader thread ---------------------------------------------------
+
+    def _read_loop(self) -> None:
+        sock = self._sock
+        buffer = bytearray()
+        sock.settimeout(0.2)  # wake now and then to expire timed-out requests
+        try:
+            while not self.closed:
+                try:
+                    chunk = sock.recv(RECV_CHUNK)
+                except TimeoutError:
+                    self._expire()
+                    continue
+                if not chunk:
+                    self._fail(local("_TRANSPORT", f"{self.where}: the broker closed the connection"))
+                    return
+                buffer += chunk
+                buffer = self._frames(buffer, sock)
+                self._expire()
+        except OSError as e:
+            self._fail(local("_TRANSPORT", f"{self.where}: receive failed: {e}"))
+        except KafkaException as e:
+            self._fail(e.error)
+
+    def _frames(self, buffer: bytearray, sock: socket.socket) -> bytearray:
+        """Settle every whole frame in ``buffer``; a large frame is read straight to its end."""
+        at = 0
+        while len(buffer) - at >= 4:
+            (size,) = SIZE.unpack_from(buffer, at)
+            if not 4 <= size <= FRAME_MAX:
+                raise KafkaException(local("_BAD_MSG", f"{self.where}: a response frame of {size} bytes"))
+            if len(buffer) - at - 4 < size:
+                if at:
+                    del buffer[:at]
+                    at = 0
+                if size > RECV_CHUNK:
+                    buffer = self._read_rest(buffer, size + 4, sock)
+                    continue
+                return buffer
+            self._settle(bytes(buffer[at + 4 : at + 4 + size]))
+            at += 4 + size
+        if at:
+            del buffer[:at]
+        return buffer
+
+    def _read_rest(self, buffer: bytearray, total: int, sock: socket.socket) -> bytearray:
+        have = len(buffer)
+        out = bytearray(total)
+        out[:have] = buffer
+        view = memoryview(out)
+        while have < total and not self.closed:
+            try:
+                n = sock.recv_into(view[have:], total - have)
+            except TimeoutError:
+                self._expire()
+                continue
+            if not n:
+                raise OSError("the broker closed the connection mid-frame")
+            have += n
+        return out
+
+    def _settle(self, frame: bytes) -> None:
+        (correlation,) = _CORRELATION.unpack_from(frame, 0)
+        with self._lock:
+            if not self._in_flight:
+                raise KafkaException(
+                    local("_BAD_MSG", f"{self.where}: an answer to no request ({correlation})")
+                )
+            expected, api_key, version, future, _ = self._in_flight.popleft()
+        if correlation != expected:
+            raise KafkaException(
+                local("_BAD_MSG", f"{self.where}: answer {correlation} where {expected} was due")
+            )
+        codec = client_codec(api_key, version)
+        at = 4
+        if codec.response_flexible:
+            at = _skip_tags(frame, at)
+        try:
+            response, _ = codec.read(frame, at)
+        except Exception as e:
+            future.set_exception(
+                KafkaException(
+                    local("_BAD_MSG", f"{self.where}: cannot decode API {api_key} v{version}: {e}")
+                )
+            )
+            raise KafkaException(local("_BAD_MSG", f"{self.where}: undecodable answer")) from None
+        if not future.done():
+            future.set_result(response)
+
+    def _expire(self) -> None:
+        if not self._in_flight:
+            return
+        _, api_key, _, _, deadline = self._in_flight[0]
+        if time.monotonic() > deadline:
+            self._fail(
+                local(
+                    "_TIMED_OUT",
+                    f"{self.where}: no answer to API {api_key} within request.timeout.ms="
+                    f"{self.request_timeout * 1000:.0f}",
+                )
+            )
+
+    def _fail(self, error: KafkaError) -> None:
+        """Close, failing every request in flight with ``error`` (the first failure wins)."""
+        with self._lock:
+            if self.error is None:
+                self.error = error
+            pending = list(self._in_flight)
+            self._in_flight.clear()
+            self.closed = True
+        for _, _, _, future, _ in pending:
+            if not future.done():
+                future.set_exception(KafkaException(error))
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self, error: KafkaError | None = None) -> None:
+        self._fail(error or local("_DESTROY", f"{self.where}: connection closed by the client"))
+        if threading.current_thread() is not self._reader:
+            self._reader.join(2)
+        self._sock.close()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+
+def _skip_tags(frame: bytes, at: int) -> int:
+    from logstore.protocol import read_uvarint
+
+    count, at = read_uvarint(frame, at, len(frame), "response header")
+    for _ in range(count):
+        _, at = read_uvarint(frame, at, len(frame), "response header")
+        size, at = read_uvarint(frame, at, len(frame), "response header")
+        at += size
+    return at

@@ -1,0 +1,217 @@
+"""The in-process transport: logstore's client against a Store in this process, with no sockets.
+
+``bootstrap.servers = "embedded:///path/to/data"`` (or ``logstore.store``
+set to an open :class:`~logstore.storage.manager.Store`) gives a client an
+:class:`EmbeddedTransport`. Behind it stands one :class:`EmbeddedBroker` per
+data directory in the process, shared by every client that names it and
+closed when the last one closes: the broker's own request handlers and group
+coordinator, on an event loop of its own thread, with no listener. A
+request is the same frame a socket would carry, handed to
+``Broker.handle``; the answer is the same frame, file regions read with
+``pread`` instead of ``sendfile``. So the client code above the transport
+is the TCP client's, byte for byte, and so are the semantics: groups,
+commits, idempotence, long-polling fetches.
+
+This module is the one place that sees both the client and the broker; the
+client finds it by name (``logstore.client.cluster.transport_for``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import threading
+from concurrent.futures import Future
+from typing import Any, ClassVar
+
+from logstore.broker.config import BrokerConfig
+from logstore.broker.server import Broker
+from logstore.client.config import ClientConfig, ConfigError
+from logstore.client.connection import decode_response, encode_request, negotiated
+from logstore.client.errors import KafkaException, local
+from logstore.protocol import DeferredFrame, FileRegion
+from logstore.storage.manager import Store
+
+PREFIX = "embedded://"
+
+
+class _Peer:
+    """What a handler reads of its connection: the peer's name, and whether it has gone."""
+
+    peer = "embedded:0"
+    closed = False
+
+
+class EmbeddedBroker:
+    """A broker with no listener on an event loop thread, for the clients of one process."""
+
+    _registry: ClassVar[dict[str, EmbeddedBroker]] = {}
+    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, key: str, data_dir: str | None, store: Store | None, overrides: dict[str, Any]) -> None:
+        self.key = key
+        self.users = 0
+        config = BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0", **overrides})
+        self.loop = asyncio.new_event_loop()
+        self.broker = Broker(config, data_dir=data_dir if store is None else store.data_dir, store=store)
+        self.peer = _Peer()
+        ready: Future[None] = Future()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name=f"logstore-embedded-{key}", daemon=True)
+        self._thread.start()
+        ready.result()
+        self.ranges = {api.key: (api.min_version, api.max_version) for api in _registry().values()}
+
+    def _run(self, ready: Future[None]) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self.broker.start(listen=False))
+        except BaseException as e:
+            ready.set_exception(e)
+            return
+        ready.set_result(None)
+        self.loop.run_forever()
+
+    @classmethod
+    def acquire(cls, key: str, data_dir: str | None, store: Store | None, overrides: dict[str, Any]) -> EmbeddedBroker:
+        with cls._registry_lock:
+            embedded = cls._registry.get(key)
+            if embedded is None:
+                embedded = cls._registry[key] = cls(key, data_dir, store, overrides)
+            embedded.users += 1
+            return embedded
+
+    def release(self) -> None:
+        with self._registry_lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            del self._registry[self.key]
+        asyncio.run_coroutine_threadsafe(self.broker.close(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(30)
+        self.loop.close()
+
+    def submit(self, frame: bytes) -> Future[bytes | None]:
+        return asyncio.run_coroutine_threadsafe(self._serve(frame), self.loop)
+
+    async def _serve(self, frame: bytes) -> bytes | None:
+        chunks = await self.broker.handle(memoryview(frame)[4:], self.peer)  # type: ignore[arg-type]
+        if chunks is None:
+            return None
+        out = bytearray()
+        for chunk in chunks:
+            if isinstance(chunk, FileRegion):
+                try:
+                    out += os.pread(chunk.fd, chunk.size, chunk.position)
+                finally:
+                    chunk.close()
+            elif isinstance(chunk, DeferredFrame):
+                await asyncio.sleep(0)  # the batched append this answer waits on runs first
+                out += chunk.resolve()
+            else:
+                out += chunk
+        return bytes(out[4:])  # without the size: correlation id, header, body
+
+
+class EmbeddedConnection:
+    """The Connection protocol over an :class:`EmbeddedBroker`: every node id is the same broker."""
+
+    def __init__(self, embedded: EmbeddedBroker, node_id: int, client_id: str) -> None:
+        self.embedded = embedded
+        self.node_id = node_id
+        self.client_id = client_id
+        self.closed = False
+        self._correlation = itertools.count(1)
+        self._chosen: dict[int, int] = {}
+
+    def version(self, api_key: int) -> int:
+        chosen = self._chosen.get(api_key)
+        if chosen is None:
+            chosen = self._chosen[api_key] = negotiated(api_key, self.embedded.ranges, "the embedded broker")
+        return chosen
+
+    def supports(self, api_key: int) -> bool:
+        return api_key in self.embedded.ranges
+
+    def send(self, api_key: int, fields: dict[str, Any], *, expect_response: bool = True) -> Future[Any]:
+        result: Future[Any] = Future()
+        if self.closed:
+            result.set_exception(KafkaException(local("_DESTROY", "the client is closed")))
+            return result
+        version = self.version(api_key)
+        frame = encode_request(api_key, version, next(self._correlation) & 0x7FFFFFFF, self.client_id, fields)
+
+        def settle(done: Future[bytes | None]) -> None:
+            try:
+                answer = done.result()
+            except BaseException as e:  # the broker closed under us, or a handler failed
+                result.set_exception(KafkaException(local("_TRANSPORT", f"embedded broker: {e}")))
+                return
+            if answer is None or not expect_response:
+                result.set_result(None)
+                return
+            try:
+                result.set_result(decode_response(api_key, version, answer, "the embedded broker"))
+            except KafkaException as e:
+                result.set_exception(e)
+
+        self.embedded.submit(frame).add_done_callback(settle)
+        return result
+
+    def close(self, error: Any = None) -> None:
+        self.closed = True
+
+
+class EmbeddedTransport:
+    """Connections to the embedded broker of one data directory (or of a Store handed in)."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        store = config["logstore.store"]
+        servers = config["bootstrap.servers"]
+        if store is not None:
+            if not isinstance(store, Store):
+                raise ConfigError(f"logstore.store must be a logstore Store, not {type(store).__name__}")
+            key, data_dir = f"store:{id(store)}", None
+        else:
+            data_dir = embedded_path(servers)
+            key = data_dir
+        self.client_id = config["client.id"]
+        self.embedded = EmbeddedBroker.acquire(key, data_dir, store, {})
+        self._closed = False
+
+    def bootstrap(self) -> list[tuple[str, int]]:
+        return [("embedded", 0)]
+
+    def open(self, node_id: int, host: str, port: int) -> EmbeddedConnection:
+        return EmbeddedConnection(self.embedded, node_id, self.client_id)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.embedded.release()
+
+
+def embedded_path(servers: str) -> str:
+    """The data directory an ``embedded:///path`` address names.
+
+    >>> embedded_path("embedded:///tmp/data")
+    '/tmp/data'
+    """
+    if not servers.startswith(PREFIX) or len(servers) <= len(PREFIX):
+        raise ConfigError(f"an embedded address is 'embedded:///absolute/path/to/data', not {servers!r}")
+    path = servers[len(PREFIX) :]
+    return os.path.abspath(path)
+
+
+def transport(config: ClientConfig) -> EmbeddedTransport:
+    return EmbeddedTransport(config)
+
+
+def _registry() -> dict[int, Any]:
+    from logstore.broker.apis import registry
+
+    return registry()
+
+
+__all__ = ["EmbeddedBroker", "EmbeddedConnection", "EmbeddedTransport", "transport"]
