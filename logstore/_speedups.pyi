@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 class Record:
     """Record(key=None, value=None, headers=(), timestamp=None, offset=-1)"""
@@ -50,3 +50,13 @@ def record_at(
     cache: dict[int, bytes],
 ) -> Record | bool | None: ...
 def locate(log: object, index: object, index_count: int, base_offset: int, offset: int) -> int: ...
+def murmur2(data: bytes | bytearray | memoryview, /) -> int:
+    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c): a signed 32-bit int, as Java returns it."""
+
+def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int, /) -> int:
+    """``(murmur2(key) & 0x7fffffff) % num_partitions``; ValueError unless 1 <= num_partitions < 2**31."""
+
+def partition_for_keys(
+    keys: Iterable[bytes | bytearray | memoryview | None], num_partitions: int, /
+) -> list[int]:
+    """``partition_for_key`` of each key, -1 for a None key (left to the sticky partitioner)."""
