@@ -31,7 +31,7 @@ import os
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,6 +126,10 @@ class ReadResult:
                 records = [r for r in records if r.offset >= self.offset]
             result += records
         return result
+
+    def __iter__(self) -> Iterator[Record]:
+        """The records at or after the requested offset (``for r in log.read(0)``)."""
+        return iter(self.records)
 
 
 def partition_key(path: str) -> tuple[str, int]:

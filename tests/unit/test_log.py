@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -218,3 +219,13 @@ def test_append_batch_patches_writable_buffers_in_place(segment_dir: str) -> Non
         log.append_batch(frozen)
         assert int.from_bytes(frozen[:8], "big") == 0  # bytes are never mutated
         assert [r.value for r in log.read(0).records] == [b"x", b"x", b"x", b"a", b"b", b"c"]
+
+
+def test_read_result_iterates_over_its_records(tmp_path: pathlib.Path) -> None:
+    """``for r in log.read(0)`` is what a user writes first: the records at or after the offset."""
+    with Log.open(str(tmp_path / "t-0")) as log:
+        log.append([b"a", b"b"])
+        log.append([b"c"])
+        assert [r.value for r in log.read(0)] == [b"a", b"b", b"c"]
+        assert [(r.offset, r.value) for r in log.read(1)] == [(1, b"b"), (2, b"c")]
+        assert list(log.read(3)) == []
