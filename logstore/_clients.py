@@ -32,3 +32,18 @@ def kafka_reason(exc: BaseException) -> str:
     """The text of a KafkaException (whose first argument is a KafkaError) or any exception."""
     first = exc.args[0] if exc.args else exc
     return str(first.str() if hasattr(first, "str") else first)
+
+
+CLIENTS = ("logstore", "confluent")
+"""The client libraries the tools can drive a broker with: one API, two implementations."""
+
+
+def kafka_module(name: str, tool: str, error: type[LogstoreError]) -> ModuleType:
+    """``logstore.client`` (the default) or confluent_kafka: modules with the same API."""
+    if name == "confluent":
+        return import_confluent_kafka(tool, error)
+    if name != "logstore":
+        raise error(f"{tool}: --client is one of {', '.join(CLIENTS)}, not {name!r}")
+    import logstore.client as module
+
+    return module

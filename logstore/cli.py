@@ -1,6 +1,9 @@
-"""The ``logstore`` command: ``logstore broker``, ``logstore perf ...``."""
+"""The ``logstore`` command: broker, topics, produce, consume, groups, perf."""
 
 from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
 
 import click
 
@@ -461,3 +464,221 @@ def groups_delete(bootstrap_server: str, timeout: float, group_ids: tuple[str, .
             f"* Group '{g}' could not be deleted due to: {reason}" for g, reason in failed.items()
         )
         raise click.ClickException(f"Deletion of some consumer groups failed:\n{lines}")
+
+
+# --------------------------------------------------------------------------- console tools
+
+_CLIENT_OPTION = click.option(
+    "--client",
+    "client_name",
+    type=click.Choice(["logstore", "confluent"]),
+    default="logstore",
+    show_default=True,
+    help="The client library: logstore's own, or confluent-kafka (pip install 'logstore[clients]').",
+)
+
+
+def _kafka(client_name: str, tool: str) -> ModuleType:
+    from logstore._clients import kafka_module
+    from logstore.console import ConsoleError
+
+    try:
+        return kafka_module(client_name, tool, ConsoleError)
+    except LogstoreError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def _props(items: tuple[str, ...], option: str) -> dict[str, str]:
+    from logstore.console import parse_props
+
+    try:
+        return parse_props(items, option)
+    except LogstoreError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+@main.group()
+def topics() -> None:
+    """Topics, like kafka-topics.
+
+    \b
+    logstore topics list                              the topic names
+    logstore topics create --topic T --partitions 3   a topic (--config KEY=VALUE, repeatable)
+    logstore topics describe [--topic T]              partitions, leaders, replicas, configs
+    logstore topics alter --topic T --partitions 6    more partitions; --config / --delete-config
+    logstore topics delete --topic T                  a topic and its data
+    """
+
+
+def _topics(client_name: str, bootstrap_server: str, timeout: float, command_config: tuple[str, ...]) -> Any:
+    from logstore.console import Topics
+
+    try:
+        return Topics(_kafka(client_name, "logstore topics"), bootstrap_server, timeout,
+                      _props(command_config, "--command-config"))  # fmt: skip
+    except LogstoreError as e:
+        raise click.ClickException(str(e)) from None
+
+
+_COMMAND_CONFIG = click.option(
+    "--command-config", multiple=True, metavar="KEY=VALUE", help="A client config key (repeatable)."
+)
+
+
+def _topics_command(name: str) -> Any:
+    def decorate(fn: Any) -> Any:
+        for option in (_COMMAND_CONFIG, _CLIENT_OPTION, _TIMEOUT_OPTION, _BOOTSTRAP_OPTION):
+            fn = option(fn)
+        return topics.command(name)(fn)
+
+    return decorate
+
+
+def _run(fn: Any) -> Any:
+    try:
+        return fn()
+    except LogstoreError as e:
+        raise click.ClickException(str(e)) from None
+
+
+@_topics_command("list")
+@click.option("--exclude-internal", is_flag=True, help="Leave out internal topics (__consumer_offsets, ...).")
+def topics_list(bootstrap_server: str, timeout: float, client_name: str, command_config: tuple[str, ...],
+                exclude_internal: bool) -> None:  # fmt: skip
+    """Print the topic names, one per line."""
+    admin = _topics(client_name, bootstrap_server, timeout, command_config)
+    for name in _run(lambda: admin.names(exclude_internal)):
+        click.echo(name)
+
+
+@_topics_command("create")
+@click.option("--topic", required=True, help="The topic to create.")
+@click.option("--partitions", type=click.IntRange(min=1), default=None, help="Partition count (default: the broker's num.partitions).")
+@click.option("--replication-factor", type=click.IntRange(min=1), default=None, help="Replicas per partition (default: the broker's).")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config (repeatable).")
+@click.option("--if-not-exists", is_flag=True, help="No error when the topic exists.")
+def topics_create(bootstrap_server: str, timeout: float, client_name: str, command_config: tuple[str, ...],
+                  topic: str, partitions: int | None, replication_factor: int | None, configs: tuple[str, ...],
+                  if_not_exists: bool) -> None:  # fmt: skip
+    """Create a topic."""
+    admin = _topics(client_name, bootstrap_server, timeout, command_config)
+    values = _props(configs, "--config")
+    _run(lambda: admin.create(topic, partitions or -1, replication_factor or -1, values, if_not_exists))
+    click.echo(f"Created topic {topic}.")
+
+
+@_topics_command("delete")
+@click.option("--topic", required=True, help="The topic to delete.")
+@click.option("--if-exists", is_flag=True, help="No error when the topic does not exist.")
+def topics_delete(bootstrap_server: str, timeout: float, client_name: str, command_config: tuple[str, ...],
+                  topic: str, if_exists: bool) -> None:  # fmt: skip
+    """Delete a topic and its data."""
+    admin = _topics(client_name, bootstrap_server, timeout, command_config)
+    _run(lambda: admin.delete(topic, if_exists))
+    click.echo(f"Deleted topic {topic}.")
+
+
+@_topics_command("describe")
+@click.option("--topic", default=None, help="One topic (default: every topic).")
+def topics_describe(bootstrap_server: str, timeout: float, client_name: str, command_config: tuple[str, ...],
+                    topic: str | None) -> None:  # fmt: skip
+    """Print each topic's partitions, leaders, replicas, ISR and configs, as kafka-topics --describe."""
+    admin = _topics(client_name, bootstrap_server, timeout, command_config)
+    for line in _run(lambda: admin.describe(topic)):
+        click.echo(line)
+
+
+@_topics_command("alter")
+@click.option("--topic", required=True, help="The topic to change.")
+@click.option("--partitions", type=click.IntRange(min=1), default=None, help="The new, larger partition count.")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config (repeatable).")
+@click.option("--delete-config", "delete_configs", multiple=True, metavar="KEY", help="Back to the default (repeatable).")
+def topics_alter(bootstrap_server: str, timeout: float, client_name: str, command_config: tuple[str, ...],
+                 topic: str, partitions: int | None, configs: tuple[str, ...],
+                 delete_configs: tuple[str, ...]) -> None:  # fmt: skip
+    """Add partitions to a topic, or change its configs."""
+    if partitions is None and not configs and not delete_configs:
+        raise click.UsageError("say what to change: --partitions N, --config KEY=VALUE or --delete-config KEY")
+    admin = _topics(client_name, bootstrap_server, timeout, command_config)
+    _run(lambda: admin.alter(topic, partitions, _props(configs, "--config"), delete_configs))
+    click.echo(f"Altered topic {topic}.")
+
+
+@main.command()
+@click.option("--topic", required=True, help="The topic to write to.")
+@_BOOTSTRAP_OPTION
+@_CLIENT_OPTION
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
+              help="parse.key=true splits each line at key.separator (default a tab) into key and value.")  # fmt: skip
+@click.option("--producer-property", "producer_properties", multiple=True, metavar="KEY=VALUE",
+              help="A producer config key (repeatable), e.g. acks=all, linger.ms=5, compression.type=lz4.")  # fmt: skip
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60, show_default=True,
+              help="Seconds to wait at the end for every record to be acknowledged.")  # fmt: skip
+def produce(topic: str, bootstrap_server: str, client_name: str, properties: tuple[str, ...],
+            producer_properties: tuple[str, ...], timeout: float) -> None:  # fmt: skip
+    """Send each line of stdin as a record, like kafka-console-producer.
+
+    \b
+    printf 'a\\nb\\n' | logstore produce --topic events
+    printf 'k1:v1\\n' | logstore produce --topic events --property parse.key=true --property key.separator=:
+    """
+    from logstore.console import produce_lines, stdin_binary
+
+    kafka = _kafka(client_name, "logstore produce")
+    config = {"bootstrap.servers": bootstrap_server, **_props(producer_properties, "--producer-property")}
+    delivered, failed = _run(lambda: produce_lines(kafka, config, topic, stdin_binary(),
+                                                   _props(properties, "--property"), timeout=timeout,
+                                                   err=lambda line: click.echo(line, err=True)))  # fmt: skip
+    if failed:
+        raise click.ClickException(f"{failed} records failed ({delivered} delivered)")
+
+
+@main.command()
+@click.option("--topic", required=True, help="The topic to read.")
+@_BOOTSTRAP_OPTION
+@_CLIENT_OPTION
+@click.option("--group", default=None, help="Read as a member of this group, from its committed offsets (committing).")
+@click.option("--from-beginning", is_flag=True, help="Without a committed offset, start at the log start (else at the end).")
+@click.option("--partition", type=click.IntRange(min=0), default=None, help="Only this partition (without --group).")
+@click.option("--max-messages", type=click.IntRange(min=1), default=None, help="Stop after this many records.")
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=None, help="Stop after this long with no new record.")
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
+              help="print.key, print.offset, print.partition, print.timestamp, print.headers (=true), "
+                   "key.separator, line.separator: Kafka's DefaultMessageFormatter.")  # fmt: skip
+@click.option("--format", "template", default=None,
+              help="A template instead: {topic} {partition} {offset} {timestamp} {key} {value} {headers}.")  # fmt: skip
+@click.option("--consumer-property", "consumer_properties", multiple=True, metavar="KEY=VALUE",
+              help="A consumer config key (repeatable).")  # fmt: skip
+@click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=15, show_default=True,
+              help="Seconds to wait for the broker at the start.")  # fmt: skip
+def consume(topic: str, bootstrap_server: str, client_name: str, group: str | None, from_beginning: bool,
+            partition: int | None, max_messages: int | None, timeout_ms: int | None,
+            properties: tuple[str, ...], template: str | None, consumer_properties: tuple[str, ...],
+            connect_timeout: float) -> None:  # fmt: skip
+    """Print records to stdout, like kafka-console-consumer.
+
+    \b
+    logstore consume --topic events --from-beginning --max-messages 10
+    logstore consume --topic events --group g --property print.key=true --property print.offset=true
+    logstore consume --topic events --from-beginning --format '{partition}/{offset} {key}={value}'
+
+    It stops at --max-messages, after --timeout-ms with nothing new, or on
+    Ctrl-C, and prints "Processed a total of N messages" on stderr.
+    """
+    from logstore.console import Format, consume_records, stdout_binary
+
+    if partition is not None and group is not None:
+        raise click.UsageError("--partition reads without a group; drop --group or --partition")
+    kafka = _kafka(client_name, "logstore consume")
+    config = {"bootstrap.servers": bootstrap_server, **_props(consumer_properties, "--consumer-property")}
+    fmt = Format.of(_props(properties, "--property"), template)
+    count = 0
+    try:
+        count = _run(lambda: consume_records(
+            kafka, config, topic, stdout_binary(), fmt, group=group, from_beginning=from_beginning,
+            partition=partition, max_messages=max_messages, timeout_ms=timeout_ms,
+            connect_timeout=connect_timeout))  # fmt: skip
+    except KeyboardInterrupt:
+        pass
+    finally:
+        click.echo(f"Processed a total of {count} messages", err=True)
