@@ -47,3 +47,16 @@ def kafka_module(name: str, tool: str, error: type[LogstoreError]) -> ModuleType
     import logstore.client as module
 
     return module
+
+
+_SELECTED = ["confluent"]
+
+
+def select_client(name: str) -> None:
+    """Which library :func:`selected_module` gives the tools (``--client``)."""
+    _SELECTED[0] = name
+
+
+def selected_module(tool: str, error: type[LogstoreError]) -> ModuleType:
+    """The client library chosen with :func:`select_client`."""
+    return kafka_module(_SELECTED[0], tool, error)

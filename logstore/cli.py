@@ -78,17 +78,26 @@ def broker(
         raise click.ClickException(str(e)) from None
 
 
+def _select(client_name: str) -> None:
+    from logstore._clients import select_client
+
+    select_client(client_name)
+
+
 @main.group()
-def perf() -> None:
+@click.option("--client", "client_name", type=click.Choice(["logstore", "confluent"]), default="confluent",
+              show_default=True, help="The client library that drives the broker.")  # fmt: skip
+def perf(client_name: str) -> None:
     """Load generators that print what Kafka's perf tools print.
 
     \b
     logstore perf produce   like kafka-producer-perf-test
     logstore perf consume   like kafka-consumer-perf-test
 
-    Both use confluent-kafka (librdkafka; pip install 'logstore[clients]') and work
-    against any Kafka-protocol broker. Client settings take librdkafka's names.
+    Both drive the broker with logstore's client or confluent-kafka (--client) and
+    work against any Kafka-protocol broker. Client settings take Kafka's names.
     """
+    _select(client_name)
 
 
 @perf.command("produce")
@@ -254,7 +263,9 @@ _TIMEOUT_OPTION = click.option(
 
 
 @main.group()
-def groups() -> None:
+@click.option("--client", "client_name", type=click.Choice(["logstore", "confluent"]), default="confluent",
+              show_default=True, help="The client library that talks to the broker.")  # fmt: skip
+def groups(client_name: str) -> None:
     """Consumer groups, like kafka-consumer-groups.
 
     \b
@@ -263,9 +274,10 @@ def groups() -> None:
     logstore groups reset-offsets   move a stopped group's committed offsets
     logstore groups delete          delete groups that have no active members
 
-    They use confluent-kafka's AdminClient (pip install 'logstore[clients]') and
+    They use an AdminClient, logstore's or confluent-kafka's (--client), and
     work against any Kafka-protocol broker.
     """
+    _select(client_name)
 
 
 @groups.command("list")

@@ -1,6 +1,6 @@
 """``logstore groups``: Kafka's ``kafka-consumer-groups`` against any Kafka-protocol broker.
 
-It talks to the broker through confluent-kafka's ``AdminClient`` (imported
+It talks to the broker through an ``AdminClient``, logstore's or confluent-kafka's (``--client``; imported
 only when a command runs): ListGroups, DescribeGroups, OffsetFetch,
 OffsetCommit (to reset), DeleteGroups, and ListOffsets for log-start,
 log-end and by-time offsets. Tables are printed as Kafka prints them
@@ -28,12 +28,13 @@ yyyy -
 from __future__ import annotations
 
 import datetime
+import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from logstore._clients import import_confluent_kafka, kafka_reason, stderr_line
+from logstore._clients import kafka_reason, selected_module, stderr_line
 from logstore.errors import LogstoreError
 
 DESCRIBE_HEADER = [
@@ -59,7 +60,7 @@ class GroupsError(LogstoreError):
 
 
 def confluent_kafka() -> ModuleType:
-    return import_confluent_kafka("logstore groups", GroupsError)
+    return selected_module("logstore groups", GroupsError)
 
 
 def _code(exc: BaseException) -> int | None:
@@ -152,7 +153,8 @@ class Groups:
 
     def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
         self.kafka = confluent_kafka()
-        from confluent_kafka.admin import AdminClient
+        self.admin_api = importlib.import_module(f"{self.kafka.__name__}.admin")
+        AdminClient = self.admin_api.AdminClient
 
         self.bootstrap = bootstrap
         self.timeout = timeout
@@ -389,9 +391,7 @@ class Groups:
 
 
 def _offset_spec() -> Any:
-    from confluent_kafka.admin import OffsetSpec
-
-    return OffsetSpec
+    return importlib.import_module(f"{confluent_kafka().__name__}.admin").OffsetSpec
 
 
 def _state_name(state: Any) -> str:

@@ -1,7 +1,7 @@
 """``logstore perf produce`` and ``logstore perf consume``: Kafka's perf tools, in Python.
 
 They drive any Kafka-protocol broker (a ``logstore broker`` or Kafka itself)
-with confluent-kafka (librdkafka), imported only when a command runs, and
+with logstore's client or confluent-kafka (``--client``), imported only when a command runs, and
 print what ``kafka-producer-perf-test`` and ``kafka-consumer-perf-test`` print,
 so their output can be compared line for line.
 
@@ -43,7 +43,7 @@ from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from logstore._clients import import_confluent_kafka, kafka_reason, stderr_line
+from logstore._clients import kafka_reason, selected_module, stderr_line
 from logstore.errors import LogstoreError
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def _stdout(line: str) -> None:
 
 
 def confluent_kafka() -> ModuleType:
-    return import_confluent_kafka("logstore perf", PerfError)
+    return selected_module("logstore perf", PerfError)
 
 
 def parse_props(items: Iterable[str], option: str) -> dict[str, str]:
