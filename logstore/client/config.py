@@ -10,7 +10,7 @@ for ``delivery.timeout.ms``, ``queue.buffering.max.ms`` for ``linger.ms``, ...).
 
 >>> c = ClientConfig.parse({"bootstrap.servers": "h:1", "linger.ms": "7"}, "producer")
 >>> c["linger.ms"], c["acks"]
-(7, -1)
+(7.0, -1)
 >>> ClientConfig.parse({"bootstrap.servers": "h:1", "linger.msx": 1}, "producer")
 Traceback (most recent call last):
 ...

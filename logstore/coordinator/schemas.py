@@ -53,6 +53,8 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from logstore.records.varint import VarintError, read_uvarint, uvarint_bytes
+
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
@@ -93,10 +95,7 @@ class _Writer:
         self.out += _I64.pack(value)
 
     def uvarint(self, value: int) -> None:
-        while value > 0x7F:
-            self.out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        self.out.append(value)
+        self.out += uvarint_bytes(value)
 
     def _length(self, length: int | None, wide: bool) -> None:
         if self.flexible:
@@ -153,15 +152,13 @@ class _Reader:
         return value
 
     def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise OffsetsSchemaError(f"{self.what} has a varint longer than 5 bytes")
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos, len(self.data))
+        except VarintError as e:
+            if e.past_end:
+                raise OffsetsSchemaError(f"{self.what} is cut short at byte {self.pos}") from None
+            raise OffsetsSchemaError(f"{self.what} has a varint longer than 5 bytes") from None
+        return value
 
     def _length(self, wide: bool) -> int | None:
         if self.flexible:

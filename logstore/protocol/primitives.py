@@ -5,6 +5,9 @@ from __future__ import annotations
 import datetime
 import struct
 
+from logstore.records.varint import VarintError, uvarint_bytes
+from logstore.records.varint import read_uvarint as _read_uvarint
+
 NO_THROTTLE = datetime.timedelta(0)
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 """Kafka's "not asked for" value of every authorized-operations field."""
@@ -30,18 +33,10 @@ def _past_end(name: str) -> MalformedRequest:
 
 
 def read_uvarint(frame: bytes | memoryview, at: int, end: int, name: str) -> tuple[int, int]:
-    value = shift = 0
-    for _ in range(5):
-        if at >= end:
-            raise _past_end(name)
-        byte = frame[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-    raise MalformedRequest(f"{name}: varint longer than 5 bytes")
-
+    try:
+        return _read_uvarint(frame, at, end)
+    except VarintError as e:
+        raise (_past_end(name) if e.past_end else MalformedRequest(f"{name}: {e}")) from None
 
 
 class WireCursor:
@@ -135,17 +130,7 @@ def wire_uvarint(value: int) -> bytes:
     >>> wire_uvarint(1), wire_uvarint(300)
     (b'\\x01', b'\\xac\\x02')
     """
-    if 0 <= value < 0x80:
-        return _ONE_BYTE[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_ONE_BYTE = [bytes([n]) for n in range(0x80)]  # the usual varints: counts and short lengths
+    return uvarint_bytes(value)
 
 
 def wire_string(value: str | None, flexible: bool, nullable: bool) -> bytes:

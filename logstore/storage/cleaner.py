@@ -132,6 +132,7 @@ from logstore._native import check, ffi, lib
 from logstore.errors import CorruptRecordError, LogstoreError
 from logstore.records.batch import HEADER_SIZE, Columns, RecordBatch, batches_of, producer_batches, scan
 from logstore.records.codecs import compress
+from logstore.records.varint import VarintError, read_varint, varint_bytes
 from logstore.storage.checkpoints import (
     CorruptCheckpointError,
     fsync_directory,
@@ -281,25 +282,10 @@ def _lock_for(log: Log) -> threading.Lock:
 
 def _read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
     """The zigzag varint at ``position``: (value, position after it)."""
-    result = shift = 0
-    for i in range(10):
-        byte = data[position + i]
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), position + i + 1
-        shift += 7
-    raise CorruptRecordError(f"a varint at byte {position} of a records section runs past 10 bytes")
-
-
-def _varint(value: int) -> bytes:
-    """``value`` as a zigzag varint (Kafka's varlong)."""
-    zigzag = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while zigzag >= 0x80:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
+    try:
+        return read_varint(data, position, len(data))
+    except VarintError as e:
+        raise CorruptRecordError(f"a varint at byte {position} of a records section {e}") from None
 
 
 def record_bounds(section: bytes | memoryview, count: int) -> list[int]:
@@ -320,8 +306,8 @@ def _rebase_record(record: bytes | memoryview, shift: int) -> bytes:
     _, position = _read_varint(record, 0)
     attributes = record[position]
     delta, rest = _read_varint(record, position + 1)
-    body = bytes([attributes]) + _varint(delta + shift) + bytes(record[rest:])
-    return _varint(len(body)) + body
+    body = bytes([attributes]) + varint_bytes(delta + shift) + bytes(record[rest:])
+    return varint_bytes(len(body)) + body
 
 
 def _seal(
