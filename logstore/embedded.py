@@ -134,7 +134,9 @@ class EmbeddedConnection:
     def supports(self, api_key: int) -> bool:
         return api_key in self.embedded.ranges
 
-    def send(self, api_key: int, fields: dict[str, Any], *, expect_response: bool = True) -> Future[Any]:
+    def send(
+        self, api_key: int, fields: dict[str, Any], *, expect_response: bool = True, timeout: float | None = None
+    ) -> Future[Any]:
         result: Future[Any] = Future()
         if self.closed:
             result.set_exception(KafkaException(local("_DESTROY", "the client is closed")))

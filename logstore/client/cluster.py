@@ -33,6 +33,19 @@ METADATA = 3
 FIND_COORDINATOR = 10
 _ZERO_UUID = uuid.UUID(int=0)
 BOOTSTRAP_ID_BASE = -1  # bootstrap servers get ids -1, -2, ... until metadata names them
+COORDINATOR_LINK_BASE = (
+    2**31 - 1
+)  # a coordinator's own connection: id BASE - node id (Java's Integer.MAX_VALUE - id)
+
+
+def coordinator_link(node_id: int) -> int:
+    """The id of a second connection to broker ``node_id``, kept for group coordination.
+
+    A broker answers one request of a connection at a time, in order; a JoinGroup it holds for
+    a rebalance, or a long-polling Fetch, must not delay heartbeats and commits (Kafka's
+    consumer does the same).
+    """
+    return COORDINATOR_LINK_BASE - node_id
 
 
 class Transport(Protocol):
@@ -180,6 +193,8 @@ class Cluster:
 
     def _address(self, node_id: int) -> tuple[str, int]:
         broker = self.brokers.get(node_id)
+        if broker is None and node_id > COORDINATOR_LINK_BASE // 2:
+            broker = self.brokers.get(COORDINATOR_LINK_BASE - node_id)
         if broker is not None:
             return broker.host, broker.port
         bootstrap = self.transport.bootstrap()

@@ -53,7 +53,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     13: 5,  # LeaveGroup
     14: 5,  # SyncGroup
     15: 5,  # DescribeGroups
-    16: 4,  # ListGroups
+    16: 5,  # ListGroups (v5 filters by group type)
     18: 3,  # ApiVersions
     19: 7,  # CreateTopics
     20: 6,  # DeleteTopics
@@ -76,7 +76,14 @@ class Connection(Protocol):
     node_id: int
     closed: bool
 
-    def send(self, api_key: int, fields: dict[str, Any], *, expect_response: bool = True) -> Future[Any]: ...
+    def send(
+        self,
+        api_key: int,
+        fields: dict[str, Any],
+        *,
+        expect_response: bool = True,
+        timeout: float | None = None,
+    ) -> Future[Any]: ...
 
     def version(self, api_key: int) -> int: ...
 
@@ -122,7 +129,9 @@ def decode_response(api_key: int, version: int, frame: bytes, where: str) -> Any
         at = _skip_tags(frame, 4) if codec.response_flexible else 4
         response, _ = codec.read(frame, at)
     except Exception as e:
-        raise KafkaException(local("_BAD_MSG", f"{where}: cannot decode API {api_key} v{version}: {e}")) from None
+        raise KafkaException(
+            local("_BAD_MSG", f"{where}: cannot decode API {api_key} v{version}: {e}")
+        ) from None
     return response
 
 
@@ -218,8 +227,19 @@ class BrokerConnection:
     def supports(self, api_key: int) -> bool:
         return api_key in self._versions and api_key in CLIENT_MAX_VERSIONS
 
-    def send(self, api_key: int, fields: dict[str, Any], *, expect_response: bool = True) -> Future[Any]:
-        """Write one request; the future settles with its kio response (None when none is expected)."""
+    def send(
+        self,
+        api_key: int,
+        fields: dict[str, Any],
+        *,
+        expect_response: bool = True,
+        timeout: float | None = None,
+    ) -> Future[Any]:
+        """Write one request; the future settles with its kio response (None when none is expected).
+
+        ``timeout`` (seconds) replaces ``request.timeout.ms`` for this request: a JoinGroup may be
+        held by the coordinator for the whole rebalance timeout, as Kafka's clients allow for.
+        """
         future: Future[Any] = Future()
         if self.closed:
             future.set_exception(KafkaException(self.error or local("_TRANSPORT", f"{self.where}: closed")))
@@ -230,7 +250,7 @@ class BrokerConnection:
             correlation = next(self._correlation) & 0x7FFFFFFF
             header = encode_request_header(api_key, version, correlation, self.client_id, flexible)
             if expect_response:
-                deadline = time.monotonic() + self.request_timeout
+                deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
                 self._in_flight.append((correlation, api_key, version, future, deadline))
             try:
                 self._sock.sendall(b"".join((SIZE.pack(len(header) + len(body)), header, body)))
