@@ -727,10 +727,7 @@ class Cleaner:
 
     def _plan(self, log: Log, now: int) -> _Plan:
         """The cleanable segments: sealed, wholly below the high watermark, past the compaction lag."""
-        with log._lock:
-            log._check_open()
-            segments = list(log.segments.values())
-            high_watermark = log.high_watermark
+        segments, high_watermark = log.snapshot()
         min_lag = log.config.min_compaction_lag_ms
         cleanable: list[LogSegment] = []
         ends: list[int] = []
@@ -852,10 +849,8 @@ class Cleaner:
 
     def _swap(self, log: Log, group: list[LogSegment], writer: _CleanedWriter) -> LogSegment | None:
         """Steps 2-6 of the module doc; None (files removed) if the group changed meanwhile."""
-        with log._lock:
-            if log.closed or any(log.segments.get(s.base_offset) is not s for s in group):
-                writer.abort()
-                return None
+
+        def install() -> int:
             writer.rename(".cleaned", ".swap", _KINDS, "cleaner.mid_swap_rename")
             fsync_directory(log.path)
             crashpoints.crash_point("cleaner.after_swap")
@@ -867,11 +862,12 @@ class Cleaner:
             writer.rename(".swap", "", (".index", ".timeindex", ".log"), "cleaner.mid_final_rename")
             fsync_directory(log.path)
             crashpoints.crash_point("cleaner.after_final_rename")
-            new = LogSegment.open(log.path, writer.base_offset, **log._segment_args(False))
-            for old in group:
-                del log.segments[old.base_offset]
-            log.segments[new.base_offset] = new
-            log._refresh_active()
+            return writer.base_offset
+
+        new = log.replace_segments(group, install)
+        if new is None:
+            writer.abort()
+            return None
         crashpoints.crash_point("cleaner.after_switch")
         for old in group:
             old.delete()  # closes it, then removes its .deleted files

@@ -31,7 +31,7 @@ import os
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -244,6 +244,36 @@ class Log:
         self._active: LogSegment = self.segments.peekitem(-1)[1]
         self._bases: list[int] = list(self.segments.keys())
         self._segment_list: list[LogSegment] = list(self.segments.values())
+
+    def snapshot(self) -> tuple[list[LogSegment], int]:
+        """The segments, oldest first, and the high watermark, read together (the cleaner's plan). O(segments)."""
+        with self._lock:
+            self._check_open()
+            return list(self._segment_list), self.high_watermark
+
+    def replace_segments(self, old: Sequence[LogSegment], install: Callable[[], int]) -> LogSegment | None:
+        """Kafka's ``replaceSegments``: consecutive sealed segments ``old`` give way to one new one.
+
+        Under the log's lock, and only if every segment of ``old`` is still
+        this log's (a retention or truncation meanwhile would have removed
+        one): ``install()`` puts the new segment's files in place under their
+        final names (the caller's crash-safe renames, see cleaner.py) and
+        returns its base offset; it is opened and takes ``old``'s place. The
+        old segments stay open for readers that hold them; the caller deletes
+        them. Returns the new segment, or None (``install`` not called) when
+        the log is closed or ``old`` changed. O(segments).
+        """
+        with self._lock:
+            if self._closed or any(self.segments.get(s.base_offset) is not s for s in old):
+                return None
+            base_offset = install()
+            new = LogSegment.open(self.path, base_offset, **self._segment_args(False))
+            assert old and base_offset == old[0].base_offset, (base_offset, old[0].base_offset if old else None)
+            for segment in old:
+                del self.segments[segment.base_offset]
+            self.segments[new.base_offset] = new
+            self._refresh_active()
+            return new
 
     @property
     def log_end_offset(self) -> int:
