@@ -1,4 +1,9 @@
 from collections.abc import Iterable, Sequence
+from typing import Any, final
+
+from logstore.client.errors import KafkaError
+
+STOP_COMPRESSED: int
 
 class Record:
     """Record(key=None, value=None, headers=(), timestamp=None, offset=-1)"""
@@ -21,6 +26,69 @@ class Record:
         timestamp: int | None = None,
         offset: int = -1,
     ) -> None: ...
+
+@final
+class Message:
+    """Message(topic, partition, offset, key, value, timestamp=(0, 0), headers=None, error=None, latency=None)
+
+    A consumed record or a delivery report, with confluent-kafka's accessors.
+    Not subclassable; partition, offset and timestamp are stored as C ints.
+    """
+
+    def __init__(
+        self,
+        topic: str | None,
+        partition: int,
+        offset: int,
+        key: Any,
+        value: Any,
+        timestamp: tuple[int, int] = (0, 0),
+        headers: list[tuple[str, bytes | None]] | None = None,
+        error: KafkaError | None = None,
+        latency: float | None = None,
+    ) -> None: ...
+    def topic(self) -> str | None: ...
+    def partition(self) -> int: ...
+    def offset(self) -> int: ...
+    def key(self) -> Any: ...
+    def value(self) -> Any: ...
+    def timestamp(self) -> tuple[int, int]:
+        """(type, ms): type 0 not available, 1 create time, 2 log append time."""
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        """None when the record has no headers."""
+    def error(self) -> KafkaError | None: ...
+    def latency(self) -> float | None: ...
+    def len(self) -> int:
+        """len(value), 0 when the value is None."""
+    def __len__(self) -> int: ...
+    def set_value(self, value: Any) -> None: ...
+    def set_key(self, key: Any) -> None: ...
+    def set_headers(self, headers: list[tuple[str, bytes | None]] | None) -> None: ...
+
+def decode_messages(
+    section: bytes | bytearray | memoryview,
+    count: int,
+    offset_delta_max: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append: bool,
+    log_append_time: int,
+    timestamp_type: int,
+    topic: str,
+    partition: int,
+    min_offset: int,
+) -> list[Message]:
+    """decode_records' pass building Messages; records below min_offset are skipped."""
+
+def decode_fetch_batches(
+    buf: bytes | bytearray | memoryview, position: int, topic: str, partition: int, min_offset: int
+) -> tuple[list[Message], int, int, int]:
+    """(messages, position, next_offset, stop) of the whole uncompressed batches from position.
+
+    stop: 0 at the end, LS_ERR_INCOMPLETE at a torn last batch, STOP_COMPRESSED at
+    a compressed batch (checked; decode it and call again after it),
+    LS_ERR_CORRUPT / LS_ERR_CRC at a bad batch. next_offset -1: no batch consumed.
+    """
 
 def encode_plain(
     values: Sequence[object],

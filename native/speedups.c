@@ -170,77 +170,349 @@ static PyTypeObject RecordType = {
 };
 
 /* ---------------------------------------------------------------------------
- * decode_records(section, count, offset_delta_max, base_offset, base_timestamp,
- *                log_append, log_append_time)
- *   -> list[Record]
- * One pass over a records section: varints in C, one Record per record.
- * log_append stamps every record with log_append_time (LogAppendTime batches).
+ * Message: one consumed record (or delivery report) with confluent-kafka's
+ * accessors. Built in C by decode_messages / decode_fetch_batches, so a fetch
+ * turns into a list of these with no per-record Python.
+ *
+ * Offsets, partition and timestamp are C ints: a decoded record allocates a
+ * Message and its key and value, nothing else (timestamp() builds its tuple
+ * when asked). Keys and values may become any object (set_value after
+ * deserialization), so the type supports GC; but a Message only holding
+ * atoms (str, bytes, None) cannot be part of a cycle, so it is tracked only
+ * once it holds something that can (a headers list, a KafkaError, a
+ * deserialized dict): a fetch of plain records adds nothing for the
+ * collector to traverse.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *topic, *key, *value, *headers, *error; /* NULL reads as None */
+    int64_t offset, timestamp;
+    double latency;
+    int32_t partition, timestamp_type;
+    int has_latency;
+} MessageObject;
+
+static PyTypeObject MessageType;
+
+static PyObject *none_if_null(PyObject *o) {
+    return Py_NewRef(o != NULL ? o : Py_None);
+}
+
+/* Tracks the message once a field may close a reference cycle. */
+static void message_maybe_track(MessageObject *m) {
+    if (PyObject_GC_IsTracked((PyObject *)m)) return;
+    PyObject *fields[] = {m->topic, m->key, m->value, m->headers, m->error};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (fields[i] != NULL && PyObject_IS_GC(fields[i])) {
+            PyObject_GC_Track((PyObject *)m);
+            return;
+        }
+    }
+}
+
+/* A message from owned references (stolen, also on failure); untracked. */
+static MessageObject *message_alloc(PyObject *topic, PyObject *key, PyObject *value,
+                                    PyObject *headers, PyObject *error) {
+    MessageObject *m = PyObject_GC_New(MessageObject, &MessageType);
+    if (m == NULL) {
+        Py_XDECREF(topic), Py_XDECREF(key), Py_XDECREF(value), Py_XDECREF(headers), Py_XDECREF(error);
+        return NULL;
+    }
+    m->topic = topic, m->key = key, m->value = value, m->headers = headers, m->error = error;
+    m->offset = 0, m->timestamp = 0, m->latency = 0.0;
+    m->partition = 0, m->timestamp_type = 0, m->has_latency = 0;
+    return m;
+}
+
+static PyObject *message_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"topic", "partition", "offset", "key", "value", "timestamp",
+                            "headers", "error", "latency", NULL};
+    PyObject *topic, *key, *value, *headers = Py_None, *error = Py_None, *latency = Py_None;
+    int partition, timestamp_type = 0;
+    long long offset, timestamp = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OiLOO|(iL)OOO:Message", names, &topic, &partition,
+                                     &offset, &key, &value, &timestamp_type, &timestamp, &headers,
+                                     &error, &latency))
+        return NULL;
+    double seconds = latency == Py_None ? 0.0 : PyFloat_AsDouble(latency);
+    if (seconds == -1.0 && PyErr_Occurred()) return NULL;
+    MessageObject *m = message_alloc(Py_NewRef(topic), Py_NewRef(key), Py_NewRef(value),
+                                     headers == Py_None ? NULL : Py_NewRef(headers),
+                                     error == Py_None ? NULL : Py_NewRef(error));
+    if (m == NULL) return NULL;
+    m->partition = partition, m->offset = offset;
+    m->timestamp_type = timestamp_type, m->timestamp = timestamp;
+    m->latency = seconds, m->has_latency = latency != Py_None;
+    message_maybe_track(m);
+    return (PyObject *)m;
+}
+
+static int message_traverse(MessageObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->topic);
+    Py_VISIT(self->key);
+    Py_VISIT(self->value);
+    Py_VISIT(self->headers);
+    Py_VISIT(self->error);
+    return 0;
+}
+
+static int message_clear(MessageObject *self) {
+    Py_CLEAR(self->topic);
+    Py_CLEAR(self->key);
+    Py_CLEAR(self->value);
+    Py_CLEAR(self->headers);
+    Py_CLEAR(self->error);
+    return 0;
+}
+
+static void message_dealloc(MessageObject *self) {
+    PyObject_GC_UnTrack(self); /* a no-op when it never was tracked */
+    message_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyObject *message_topic(MessageObject *self, PyObject *unused) { return none_if_null(self->topic); }
+static PyObject *message_key(MessageObject *self, PyObject *unused) { return none_if_null(self->key); }
+static PyObject *message_value(MessageObject *self, PyObject *unused) { return none_if_null(self->value); }
+static PyObject *message_headers(MessageObject *self, PyObject *unused) { return none_if_null(self->headers); }
+static PyObject *message_error(MessageObject *self, PyObject *unused) { return none_if_null(self->error); }
+
+static PyObject *message_partition(MessageObject *self, PyObject *unused) {
+    return PyLong_FromLong(self->partition);
+}
+
+static PyObject *message_offset(MessageObject *self, PyObject *unused) {
+    return PyLong_FromLongLong(self->offset);
+}
+
+static PyObject *message_timestamp(MessageObject *self, PyObject *unused) {
+    PyObject *type = PyLong_FromLong(self->timestamp_type);
+    PyObject *ms = type ? PyLong_FromLongLong(self->timestamp) : NULL;
+    PyObject *pair = ms ? PyTuple_Pack(2, type, ms) : NULL;
+    Py_XDECREF(type);
+    Py_XDECREF(ms);
+    return pair;
+}
+
+static PyObject *message_latency(MessageObject *self, PyObject *unused) {
+    if (!self->has_latency) Py_RETURN_NONE;
+    return PyFloat_FromDouble(self->latency);
+}
+
+static Py_ssize_t message_length(MessageObject *self) {
+    if (self->value == NULL || self->value == Py_None) return 0;
+    return PyObject_Length(self->value);
+}
+
+static PyObject *message_len(MessageObject *self, PyObject *unused) {
+    Py_ssize_t n = message_length(self);
+    return n < 0 ? NULL : PyLong_FromSsize_t(n);
+}
+
+/* The setters store what they are given, as the Python class did; None
+ * headers read back as None either way. */
+static PyObject *message_set(MessageObject *self, PyObject **field, PyObject *value) {
+    Py_XSETREF(*field, Py_NewRef(value));
+    message_maybe_track(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *message_set_value(MessageObject *self, PyObject *value) {
+    return message_set(self, &self->value, value);
+}
+
+static PyObject *message_set_key(MessageObject *self, PyObject *key) {
+    return message_set(self, &self->key, key);
+}
+
+static PyObject *message_set_headers(MessageObject *self, PyObject *headers) {
+    return message_set(self, &self->headers, headers);
+}
+
+static PyObject *message_repr(MessageObject *self) {
+    PyObject *none = Py_None;
+    return PyUnicode_FromFormat("Message(topic=%R, partition=%d, offset=%lld, key=%R, value=%R, error=%S)",
+                                self->topic ? self->topic : none, (int)self->partition,
+                                (long long)self->offset, self->key ? self->key : none,
+                                self->value ? self->value : none, self->error ? self->error : none);
+}
+
+static PyObject *message_reduce(MessageObject *self, PyObject *unused) {
+    PyObject *timestamp = message_timestamp(self, NULL);
+    PyObject *latency = timestamp ? message_latency(self, NULL) : NULL;
+    PyObject *result = NULL;
+    if (latency != NULL) {
+        PyObject *none = Py_None;
+        result = Py_BuildValue("(O(OiLOOOOOO))", (PyObject *)&MessageType,
+                               self->topic ? self->topic : none, (int)self->partition,
+                               (long long)self->offset, self->key ? self->key : none,
+                               self->value ? self->value : none, timestamp,
+                               self->headers ? self->headers : none,
+                               self->error ? self->error : none, latency);
+    }
+    Py_XDECREF(timestamp);
+    Py_XDECREF(latency);
+    return result;
+}
+
+#define MESSAGE_GETTER(name, doc) {#name, (PyCFunction)message_##name, METH_NOARGS, doc}
+
+static PyMethodDef message_methods[] = {
+    MESSAGE_GETTER(topic, "topic() -> str | None"),
+    MESSAGE_GETTER(partition, "partition() -> int"),
+    MESSAGE_GETTER(offset, "offset() -> int"),
+    MESSAGE_GETTER(key, "key() -> bytes | None (or what set_key stored)"),
+    MESSAGE_GETTER(value, "value() -> bytes | None (or what set_value stored)"),
+    MESSAGE_GETTER(timestamp, "timestamp() -> (type, ms): type 0 none, 1 create time, 2 log append time"),
+    MESSAGE_GETTER(headers, "headers() -> list of (str, bytes | None), or None when there are none"),
+    MESSAGE_GETTER(error, "error() -> KafkaError | None"),
+    MESSAGE_GETTER(latency, "latency() -> float seconds (delivery reports), or None"),
+    MESSAGE_GETTER(len, "len() -> int: len(value), 0 for None"),
+    {"set_value", (PyCFunction)message_set_value, METH_O, "set_value(value) -> None"},
+    {"set_key", (PyCFunction)message_set_key, METH_O, "set_key(key) -> None"},
+    {"set_headers", (PyCFunction)message_set_headers, METH_O, "set_headers(headers) -> None"},
+    {"__reduce__", (PyCFunction)message_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods message_as_sequence = {.sq_length = (lenfunc)message_length};
+
+static PyTypeObject MessageType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "logstore.client.types.Message",
+    .tp_basicsize = sizeof(MessageObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Message(topic, partition, offset, key, value, timestamp=(0, 0), headers=None,\n"
+              "        error=None, latency=None)\n\n"
+              "A consumed record or a delivery report, with confluent-kafka's accessors:\n"
+              "topic() partition() offset() key() value() timestamp() headers() error()\n"
+              "latency() len(), and set_value/set_key/set_headers. Not subclassable.",
+    .tp_new = message_tp_new,
+    .tp_dealloc = (destructor)message_dealloc,
+    .tp_traverse = (traverseproc)message_traverse,
+    .tp_clear = (inquiry)message_clear,
+    .tp_repr = (reprfunc)message_repr,
+    .tp_as_sequence = &message_as_sequence,
+    .tp_methods = message_methods,
+};
+
+/* ---------------------------------------------------------------------------
+ * Record parsing shared by decode_records, decode_messages, record_at and
+ * decode_fetch_batches: one record's fields and header positions
+ * (record_fields_t), then the object a sink builds from them.
  */
 enum { HEADER_SLOTS_STACK = 32, RECORD_CACHE_BATCHES = 65536 };
+
+typedef struct record_fields {
+    ls_record_view_t view;
+    const int32_t *hkp, *hkl, *hvp, *hvl; /* view.header_count entries each */
+    int32_t stack[4][HEADER_SLOTS_STACK];
+    int32_t *heap; /* PyMem block when the headers outnumber the stack slots */
+} record_fields_t;
+
+/* Reads one record at *p; re-reads into heap arrays when it has many
+ * headers. LS_OK, or a code (with MemoryError set if the heap failed).
+ * fields_release frees what it took, whatever it returned. */
+static int fields_read(const uint8_t **p, const uint8_t *end, const uint8_t *base, record_fields_t *f) {
+    const uint8_t *start = *p;
+    f->heap = NULL;
+    f->hkp = f->stack[0], f->hkl = f->stack[1], f->hvp = f->stack[2], f->hvl = f->stack[3];
+    int rc = ls_record_read(p, end, base, &f->view, f->stack[0], f->stack[1], f->stack[2], f->stack[3],
+                            HEADER_SLOTS_STACK);
+    if (rc != LS_OK || f->view.header_count <= HEADER_SLOTS_STACK) return rc;
+    int32_t n = f->view.header_count;
+    f->heap = PyMem_Malloc(sizeof(int32_t) * 4 * (size_t)n);
+    if (f->heap == NULL) {
+        PyErr_NoMemory();
+        return LS_ERR_CAPACITY;
+    }
+    *p = start;
+    rc = ls_record_read(p, end, base, &f->view, f->heap, f->heap + n, f->heap + 2 * n, f->heap + 3 * n, n);
+    f->hkp = f->heap, f->hkl = f->heap + n, f->hvp = f->heap + 2 * n, f->hvl = f->heap + 3 * n;
+    return rc;
+}
+
+static void fields_release(record_fields_t *f) {
+    PyMem_Free(f->heap);
+    f->heap = NULL;
+}
 
 static PyObject *bytes_or_none(const uint8_t *base, int32_t pos, int32_t len) {
     if (len < 0) Py_RETURN_NONE;
     return PyBytes_FromStringAndSize((const char *)base + pos, len);
 }
 
-static PyObject *decode_headers(const uint8_t *base, const ls_record_view_t *r, const int32_t *hkp,
-                                const int32_t *hkl, const int32_t *hvp, const int32_t *hvl) {
-    PyObject *headers = PyTuple_New(r->header_count);
-    if (headers == NULL) return NULL;
-    for (int32_t h = 0; h < r->header_count; h++) {
-        PyObject *name = PyUnicode_DecodeUTF8((const char *)base + hkp[h], hkl[h], "strict");
-        PyObject *value = name ? bytes_or_none(base, hvp[h], hvl[h]) : NULL;
+/* The headers as (str, bytes | None) pairs: a tuple for a Record (the empty
+ * tuple for none), a list for a Message (NULL for none: headers() is None,
+ * as confluent-kafka has it). 0, or -1 with an error set. */
+static int fields_headers(const uint8_t *base, const record_fields_t *f, int as_list, PyObject **out) {
+    int32_t n = f->view.header_count;
+    *out = NULL;
+    if (n == 0) {
+        if (!as_list) *out = Py_NewRef(empty_tuple);
+        return 0;
+    }
+    PyObject *headers = as_list ? PyList_New(n) : PyTuple_New(n);
+    if (headers == NULL) return -1;
+    for (int32_t h = 0; h < n; h++) {
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)base + f->hkp[h], f->hkl[h], "strict");
+        PyObject *value = name ? bytes_or_none(base, f->hvp[h], f->hvl[h]) : NULL;
         PyObject *pair = value ? PyTuple_Pack(2, name, value) : NULL;
         Py_XDECREF(name);
         Py_XDECREF(value);
         if (pair == NULL) {
             Py_DECREF(headers);
-            return NULL;
+            return -1;
         }
-        PyTuple_SET_ITEM(headers, h, pair);
+        if (as_list) PyList_SET_ITEM(headers, h, pair);
+        else PyTuple_SET_ITEM(headers, h, pair);
     }
-    return headers;
+    *out = headers;
+    return 0;
 }
 
-/* Reads one record; re-reads with heap arrays when it has many headers. */
-static int read_one(const uint8_t **p, const uint8_t *end, const uint8_t *base,
-                    ls_record_view_t *r, PyObject **headers_out) {
-    int32_t hkp[HEADER_SLOTS_STACK], hkl[HEADER_SLOTS_STACK], hvp[HEADER_SLOTS_STACK],
-        hvl[HEADER_SLOTS_STACK];
-    const uint8_t *start = *p;
-    int rc = ls_record_read(p, end, base, r, hkp, hkl, hvp, hvl, HEADER_SLOTS_STACK);
-    if (rc != LS_OK) return rc;
-    if (r->header_count == 0) {
-        *headers_out = Py_NewRef(empty_tuple);
-        return LS_OK;
-    }
-    if (r->header_count <= HEADER_SLOTS_STACK) {
-        *headers_out = decode_headers(base, r, hkp, hkl, hvp, hvl);
-        return *headers_out ? LS_OK : LS_ERR_ARGUMENT;
-    }
-    int32_t *heap = PyMem_Malloc(sizeof(int32_t) * 4 * (size_t)r->header_count);
-    if (heap == NULL) return LS_ERR_CAPACITY;
-    int32_t n = r->header_count;
-    *p = start;
-    rc = ls_record_read(p, end, base, r, heap, heap + n, heap + 2 * n, heap + 3 * n, n);
-    if (rc == LS_OK) {
-        *headers_out = decode_headers(base, r, heap, heap + n, heap + 2 * n, heap + 3 * n);
-        if (*headers_out == NULL) rc = LS_ERR_ARGUMENT;
-    }
-    PyMem_Free(heap);
-    return rc;
+/* What the records of one section become, and the batch fields they need. */
+typedef struct record_sink record_sink_t;
+struct record_sink {
+    /* One object from a record; steals headers, NULL with an error set. */
+    PyObject *(*build)(const record_sink_t *sink, const uint8_t *base, const ls_record_view_t *r,
+                       PyObject *headers);
+    int headers_as_list;
+    int64_t min_delta; /* records with a smaller offset delta are skipped */
+    long long base_offset, base_timestamp, log_append_time;
+    int log_append;
+    /* Messages only. */
+    PyObject *topic; /* borrowed; each message takes a reference */
+    int32_t partition, timestamp_type;
+};
+
+/* Unsigned additions: hostile deltas wrap instead of overflowing (UB). */
+static inline long long sink_offset(const record_sink_t *s, const ls_record_view_t *r) {
+    return (long long)((uint64_t)s->base_offset + (uint64_t)r->offset_delta);
+}
+
+static inline long long sink_timestamp(const record_sink_t *s, const ls_record_view_t *r) {
+    return s->log_append ? s->log_append_time
+                         : (long long)((uint64_t)s->base_timestamp + (uint64_t)r->timestamp_delta);
+}
+
+/* The first offset delta at or above min_offset; 0 when the batch starts there. */
+static int64_t min_delta_of(long long base_offset, long long min_offset) {
+    if (min_offset <= base_offset) return 0;
+    /* Exact in uint64_t since min_offset > base_offset; above INT64_MAX only
+     * for a (bad) negative base_offset, where it means "skip everything". */
+    uint64_t delta = (uint64_t)min_offset - (uint64_t)base_offset;
+    return delta > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)delta;
 }
 
 static PyObject *record_from_view(const uint8_t *base, const ls_record_view_t *r, PyObject *headers,
                                   long long base_offset, long long base_timestamp, int log_append,
                                   long long log_append_time) {
+    const record_sink_t s = {.base_offset = base_offset, .base_timestamp = base_timestamp,
+                             .log_append = log_append, .log_append_time = log_append_time};
     PyObject *key = bytes_or_none(base, r->key_pos, r->key_len);
     PyObject *value = key ? bytes_or_none(base, r->value_pos, r->value_len) : NULL;
-    /* Unsigned addition: a hostile delta wraps instead of overflowing (UB). */
-    long long ts = log_append ? log_append_time
-                              : (long long)((uint64_t)base_timestamp + (uint64_t)r->timestamp_delta);
-    PyObject *timestamp = value ? PyLong_FromLongLong(ts) : NULL;
-    PyObject *offset = timestamp ? PyLong_FromLongLong(base_offset + r->offset_delta) : NULL;
+    PyObject *timestamp = value ? PyLong_FromLongLong(sink_timestamp(&s, r)) : NULL;
+    PyObject *offset = timestamp ? PyLong_FromLongLong(sink_offset(&s, r)) : NULL;
     PyObject *record = offset ? record_new_fields(key, value, headers, timestamp, offset) : NULL;
     if (record == NULL) {
         Py_XDECREF(key), Py_XDECREF(value), Py_XDECREF(timestamp), Py_XDECREF(offset);
@@ -249,6 +521,95 @@ static PyObject *record_from_view(const uint8_t *base, const ls_record_view_t *r
     return record;
 }
 
+static PyObject *record_build(const record_sink_t *s, const uint8_t *base, const ls_record_view_t *r,
+                              PyObject *headers) {
+    return record_from_view(base, r, headers, s->base_offset, s->base_timestamp, s->log_append,
+                            s->log_append_time);
+}
+
+static PyObject *message_build(const record_sink_t *s, const uint8_t *base, const ls_record_view_t *r,
+                               PyObject *headers) {
+    PyObject *key = bytes_or_none(base, r->key_pos, r->key_len);
+    PyObject *value = key ? bytes_or_none(base, r->value_pos, r->value_len) : NULL;
+    if (value == NULL) {
+        Py_XDECREF(key);
+        Py_XDECREF(headers);
+        return NULL;
+    }
+    MessageObject *m = message_alloc(Py_NewRef(s->topic), key, value, headers, NULL);
+    if (m == NULL) return NULL;
+    m->partition = s->partition, m->offset = sink_offset(s, r);
+    m->timestamp_type = s->timestamp_type, m->timestamp = sink_timestamp(s, r);
+    if (headers != NULL) PyObject_GC_Track((PyObject *)m); /* a list: see message_maybe_track */
+    return (PyObject *)m;
+}
+
+/* Sets the error of a record that failed: a parse code, or an error raised
+ * while building it. A header name that is not UTF-8 is a malformed record. */
+static void section_error(int32_t index, int rc) {
+    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return;
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "record %d of the batch is malformed (code %d)", (int)index, rc);
+}
+
+/* Decodes the count records of section[0..len) into out[0..count): the
+ * number of objects written (records below sink->min_delta are skipped), or
+ * -1 with an error set (ValueError: malformed) and out[] left as it was. */
+static Py_ssize_t decode_section(const uint8_t *base, Py_ssize_t len, int32_t count, int32_t delta_max,
+                                 const record_sink_t *sink, PyObject **out) {
+    ls_assert(base != NULL && len >= 0 && count >= 0);
+    const uint8_t *p = base, *end = base + len;
+    Py_ssize_t written = 0;
+    for (int32_t i = 0; i < count; i++) {
+        record_fields_t f;
+        int rc = fields_read(&p, end, base, &f);
+        if (rc == LS_OK && f.view.offset_delta > delta_max) rc = LS_ERR_CORRUPT; /* past the batch's last offset */
+        PyObject *item = NULL, *headers = NULL;
+        int skip = rc == LS_OK && f.view.offset_delta < sink->min_delta;
+        if (rc == LS_OK && !skip && fields_headers(base, &f, sink->headers_as_list, &headers) == 0)
+            item = sink->build(sink, base, &f.view, headers);
+        fields_release(&f);
+        if (skip) continue;
+        if (item == NULL) {
+            section_error(i, rc);
+            for (Py_ssize_t k = 0; k < written; k++) Py_CLEAR(out[k]);
+            return -1;
+        }
+        out[written++] = item;
+    }
+    ls_assert(written <= count);
+    if (p != end) {
+        for (Py_ssize_t k = 0; k < written; k++) Py_CLEAR(out[k]);
+        PyErr_SetString(PyExc_ValueError, "bytes left over after the batch's last record");
+        return -1;
+    }
+    return written;
+}
+
+/* A list for count records of a section of len bytes; a record takes at
+ * least 7 bytes, so a count the section cannot hold allocates nothing. */
+static PyObject *section_list(int count, Py_ssize_t len) {
+    if (count < 0 || (int64_t)count * 7 > (int64_t)len) {
+        PyErr_Format(PyExc_ValueError, "record count %d does not fit the batch", count);
+        return NULL;
+    }
+    return PyList_New(count);
+}
+
+/* Drops the slots [n, size) decode_section left empty (skipped records).
+ * They get None first, so the slice deletion releases only real objects. */
+static int list_truncate(PyObject *list, Py_ssize_t n) {
+    Py_ssize_t size = PyList_GET_SIZE(list);
+    ls_assert(n >= 0 && n <= size);
+    if (n == size) return 0;
+    for (Py_ssize_t k = n; k < size; k++) PyList_SET_ITEM(list, k, Py_NewRef(Py_None));
+    return PyList_SetSlice(list, n, size, NULL);
+}
+
+/* decode_records(section, count, offset_delta_max, base_offset, base_timestamp,
+ *                log_append, log_append_time) -> list[Record]
+ * One pass over a records section: varints in C, one Record per record.
+ * log_append stamps every record with log_append_time (LogAppendTime batches). */
 static PyObject *decode_records(PyObject *self, PyObject *args) {
     Py_buffer section;
     int count, offset_delta_max, log_append;
@@ -256,41 +617,46 @@ static PyObject *decode_records(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*iiLLpL", &section, &count, &offset_delta_max, &base_offset,
                           &base_timestamp, &log_append, &log_append_time))
         return NULL;
-    PyObject *list = count >= 0 && count <= section.len ? PyList_New(count) : NULL;
-    if (list == NULL) {
-        PyBuffer_Release(&section);
-        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "record count %d does not fit the batch", count);
-        return NULL;
+    const record_sink_t sink = {
+        .build = record_build, .base_offset = base_offset, .base_timestamp = base_timestamp,
+        .log_append = log_append, .log_append_time = log_append_time};
+    PyObject *list = section_list(count, section.len);
+    if (list != NULL) {
+        Py_ssize_t n = decode_section(section.buf, section.len, count, offset_delta_max, &sink,
+                                      PySequence_Fast_ITEMS(list));
+        if (n < 0) Py_CLEAR(list);
+        else ls_assert(n == count); /* min_delta 0 skips nothing */
     }
-    const uint8_t *base = section.buf, *p = base, *end = base + section.len;
-    for (int i = 0; i < count; i++) {
-        ls_record_view_t r;
-        PyObject *headers = NULL;
-        int rc = read_one(&p, end, base, &r, &headers);
-        if (rc == LS_OK && r.offset_delta > offset_delta_max) {
-            Py_DECREF(headers);
-            rc = LS_ERR_CORRUPT; /* past the batch's last offset */
-        }
-        PyObject *record = rc == LS_OK ? record_from_view(base, &r, headers, base_offset, base_timestamp,
-                                                          log_append, log_append_time) : NULL;
-        if (record == NULL) {
-            Py_DECREF(list);
-            PyBuffer_Release(&section);
-            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-                PyErr_Clear();
-                PyErr_Format(PyExc_ValueError, "record %d of the batch is malformed (code %d)", i, rc);
-            }
-            return NULL;
-        }
-        PyList_SET_ITEM(list, i, record);
-    }
-    int trailing = p != end;
     PyBuffer_Release(&section);
-    if (trailing) {
-        Py_DECREF(list);
-        PyErr_SetString(PyExc_ValueError, "bytes left over after the batch's last record");
+    return list;
+}
+
+/* decode_messages(section, count, offset_delta_max, base_offset, base_timestamp,
+ *                 log_append, log_append_time, timestamp_type, topic, partition,
+ *                 min_offset) -> list[Message]
+ * decode_records' pass, building Messages; records below min_offset (a fetch
+ * may return a batch that starts before its position) are skipped. */
+static PyObject *decode_messages(PyObject *self, PyObject *args) {
+    Py_buffer section;
+    int count, offset_delta_max, log_append, timestamp_type, partition;
+    long long base_offset, base_timestamp, log_append_time, min_offset;
+    PyObject *topic;
+    if (!PyArg_ParseTuple(args, "y*iiLLpLiUiL", &section, &count, &offset_delta_max, &base_offset,
+                          &base_timestamp, &log_append, &log_append_time, &timestamp_type, &topic,
+                          &partition, &min_offset))
         return NULL;
+    const record_sink_t sink = {
+        .build = message_build, .headers_as_list = 1, .min_delta = min_delta_of(base_offset, min_offset),
+        .base_offset = base_offset, .base_timestamp = base_timestamp, .log_append = log_append,
+        .log_append_time = log_append_time, .topic = topic, .partition = partition,
+        .timestamp_type = timestamp_type};
+    PyObject *list = section_list(count, section.len);
+    if (list != NULL) {
+        Py_ssize_t n = decode_section(section.buf, section.len, count, offset_delta_max, &sink,
+                                      PySequence_Fast_ITEMS(list));
+        if (n < 0 || list_truncate(list, n) < 0) Py_CLEAR(list);
     }
+    PyBuffer_Release(&section);
     return list;
 }
 
@@ -476,10 +842,14 @@ static PyObject *record_in_batch(const uint8_t *batch, const ls_batch_t *header,
             hi = mid - 1;
         } else {
             p = section + positions[mid];
+            record_fields_t f;
             PyObject *headers = NULL;
-            if (read_one(&p, end, section, &r, &headers) != LS_OK) break;
+            int rc = fields_read(&p, end, section, &f);
+            if (rc == LS_OK) rc = fields_headers(section, &f, 0, &headers) == 0 ? LS_OK : LS_ERR_ARGUMENT;
+            fields_release(&f);
+            if (rc != LS_OK) break;
             int log_append = (header->attributes & LS_ATTR_TIMESTAMP_LOG_APPEND) != 0;
-            return record_from_view(section, &r, headers, header->base_offset, header->timestamp_base,
+            return record_from_view(section, &f.view, headers, header->base_offset, header->timestamp_base,
                                     log_append, header->timestamp_max);
         }
     }
@@ -568,6 +938,157 @@ static PyObject *record_at(PyObject *self, PyObject *const *args, Py_ssize_t nar
     PyBuffer_Release(&log);
     PyBuffer_Release(&index);
     return result;
+}
+
+/* ---------------------------------------------------------------------------
+ * decode_fetch_batches(buf, position, topic, partition, min_offset)
+ *   -> (messages, position, next_offset, stop)
+ * The messages of the whole batches of a Fetch partition's record set from
+ * byte `position` on, in one call: no Python object per batch. Each batch
+ * passes the checks parse_batches applies (ls_batch_header, CRC-32C) before
+ * its records are decoded. Control batches are skipped, but consumed.
+ * The walk stops at:
+ *   - the end of buf (stop LS_OK), or a torn last batch (LS_ERR_INCOMPLETE,
+ *     normal in Fetch responses);
+ *   - a compressed batch, header and CRC checked (STOP_COMPRESSED): the
+ *     caller decompresses it and calls again after it;
+ *   - a bad batch (LS_ERR_CORRUPT, LS_ERR_CRC), with the messages before it.
+ * `position` comes back at the first batch not consumed; next_offset is
+ * one past the highest offset of the batches consumed (the last batch's in
+ * a well-formed log), or -1 if none was consumed.
+ */
+enum { ATTR_CONTROL = 0x20, STOP_COMPRESSED = 1, TIMESTAMP_CREATE_TIME = 1, TIMESTAMP_LOG_APPEND_TIME = 2 };
+
+typedef struct fetch_walk {
+    const uint8_t *buf;
+    int64_t len;
+    int64_t position;    /* the first batch not consumed */
+    int64_t next_offset; /* -1 until a batch is consumed, then the highest */
+    int stop;
+} fetch_walk_t;
+
+static inline int batch_is_data(const ls_batch_t *h) {
+    return (h->attributes & ATTR_CONTROL) == 0;
+}
+
+/* Pass one, headers only: where the run of batches decoded here ends (a
+ * compressed batch, a bad or torn header, or the end of buf; *stop_out says
+ * which) and how many records its data batches claim. Claimed counts are
+ * bounded by the header check (7 bytes a record), so the sum is <= len / 7. */
+static int64_t walk_extent(const fetch_walk_t *w, int64_t *end_out, int *stop_out) {
+    int64_t position = w->position, records = 0;
+    int64_t iterations_max = (w->len - position) / LS_BATCH_HEADER_SIZE + 1;
+    int stop = LS_OK;
+    for (int64_t i = 0; i < iterations_max && position < w->len; i++) {
+        ls_batch_t h;
+        int rc = ls_batch_header(w->buf + position, w->len - position, LS_BATCH_SIZE_LIMIT, &h);
+        if (rc != LS_OK) {
+            stop = rc;
+            break;
+        }
+        if (batch_is_data(&h) && (h.attributes & LS_ATTR_COMPRESSION_MASK) != 0) {
+            stop = STOP_COMPRESSED;
+            break;
+        }
+        if (batch_is_data(&h)) records += h.record_count;
+        position += h.size;
+    }
+    ls_assert(position <= w->len && records <= w->len / 7);
+    *end_out = position;
+    *stop_out = stop;
+    return records;
+}
+
+static int batch_crc_ok(const uint8_t *batch, const ls_batch_t *h) {
+    return ls_crc32c(0, batch + LS_POS_ATTRIBUTES, h->size - LS_POS_ATTRIBUTES) == h->crc;
+}
+
+static record_sink_t message_sink(const ls_batch_t *h, PyObject *topic, int32_t partition,
+                                  long long min_offset) {
+    int log_append = (h->attributes & LS_ATTR_TIMESTAMP_LOG_APPEND) != 0;
+    return (record_sink_t){
+        .build = message_build, .headers_as_list = 1, .min_delta = min_delta_of(h->base_offset, min_offset),
+        .base_offset = h->base_offset, .base_timestamp = h->timestamp_base, .log_append = log_append,
+        .log_append_time = h->timestamp_max, .topic = topic, .partition = partition,
+        .timestamp_type = log_append ? TIMESTAMP_LOG_APPEND_TIME : TIMESTAMP_CREATE_TIME};
+}
+
+/* Pass two, up to end: CRC then records, batch by batch while its bytes are
+ * in cache, into items[*filled..). A batch that fails stops the walk there.
+ * 0, or -1 with an error set (out of memory: not the data's fault). */
+static int walk_decode(fetch_walk_t *w, int64_t end, PyObject *topic, int32_t partition,
+                       long long min_offset, PyObject *list, Py_ssize_t *filled) {
+    int64_t iterations_max = (end - w->position) / LS_BATCH_HEADER_SIZE + 1;
+    for (int64_t i = 0; i < iterations_max && w->position < end; i++) {
+        const uint8_t *batch = w->buf + w->position;
+        ls_batch_t h;
+        /* Re-read, not asserted: allocations below may run a collection,
+         * and a finalizer could write to a mutable buffer in between. */
+        int rc = ls_batch_header(batch, end - w->position, LS_BATCH_SIZE_LIMIT, &h);
+        if (rc == LS_OK && !batch_crc_ok(batch, &h)) rc = LS_ERR_CRC;
+        if (rc == LS_OK && batch_is_data(&h) && h.record_count > PyList_GET_SIZE(list) - *filled)
+            rc = LS_ERR_CORRUPT;
+        if (rc != LS_OK) {
+            w->stop = rc;
+            return 0;
+        }
+        if (batch_is_data(&h)) {
+            record_sink_t sink = message_sink(&h, topic, partition, min_offset);
+            PyObject **items = PySequence_Fast_ITEMS(list) + *filled;
+            Py_ssize_t n = decode_section(batch + LS_BATCH_HEADER_SIZE, h.size - LS_BATCH_HEADER_SIZE,
+                                          h.record_count, h.last_offset_delta, &sink, items);
+            if (n < 0 && !PyErr_ExceptionMatches(PyExc_ValueError)) return -1;
+            if (n < 0) { /* malformed records: the batch is corrupt, like a CRC failure */
+                PyErr_Clear();
+                w->stop = LS_ERR_CORRUPT;
+                return 0;
+            }
+            *filled += n;
+        }
+        /* The header check keeps last <= INT64_MAX; only the + 1 can overflow. */
+        int64_t last = h.base_offset + h.last_offset_delta;
+        int64_t next = last < INT64_MAX ? last + 1 : INT64_MAX;
+        if (next > w->next_offset) w->next_offset = next;
+        w->position += h.size;
+    }
+    return 0;
+}
+
+static PyObject *decode_fetch_batches(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    long long position, min_offset;
+    PyObject *topic;
+    int partition;
+    if (!PyArg_ParseTuple(args, "y*LUiL", &buf, &position, &topic, &partition, &min_offset)) return NULL;
+    if (position < 0 || position > buf.len) {
+        PyBuffer_Release(&buf);
+        PyErr_Format(PyExc_ValueError, "position %lld is outside the buffer (%zd bytes)", position, buf.len);
+        return NULL;
+    }
+    fetch_walk_t w = {.buf = buf.buf, .len = buf.len, .position = position, .next_offset = -1, .stop = LS_OK};
+    int64_t end;
+    int stop;
+    int64_t records = walk_extent(&w, &end, &stop);
+    Py_ssize_t filled = 0;
+    PyObject *list = PyList_New((Py_ssize_t)records);
+    if (list != NULL && walk_decode(&w, end, topic, partition, min_offset, list, &filled) < 0) Py_CLEAR(list);
+    if (list != NULL && w.stop == LS_OK) {
+        w.stop = stop; /* every batch of the run passed: why the run ended */
+        if (stop == STOP_COMPRESSED) {
+            ls_batch_t h;
+            const uint8_t *batch = w.buf + w.position;
+            if (ls_batch_header(batch, w.len - w.position, LS_BATCH_SIZE_LIMIT, &h) != LS_OK)
+                w.stop = LS_ERR_CORRUPT;
+            else if (!batch_crc_ok(batch, &h))
+                w.stop = LS_ERR_CRC;
+        }
+    }
+    PyBuffer_Release(&buf);
+    if (list == NULL || list_truncate(list, filled) < 0) {
+        Py_XDECREF(list);
+        return NULL;
+    }
+    return Py_BuildValue("(NLLi)", list, (long long)w.position, (long long)w.next_offset, w.stop);
 }
 
 /* ---------------------------------------------------------------------------
@@ -726,6 +1247,12 @@ static PyMethodDef speedups_methods[] = {
     {"decode_records", decode_records, METH_VARARGS,
      "decode_records(section, count, offset_delta_max, base_offset, base_timestamp, log_append, "
      "log_append_time) -> list[Record]"},
+    {"decode_messages", decode_messages, METH_VARARGS,
+     "decode_messages(section, count, offset_delta_max, base_offset, base_timestamp, log_append, "
+     "log_append_time, timestamp_type, topic, partition, min_offset) -> list[Message]"},
+    {"decode_fetch_batches", decode_fetch_batches, METH_VARARGS,
+     "decode_fetch_batches(buf, position, topic, partition, min_offset) -> (messages, position, "
+     "next_offset, stop): the messages of the whole uncompressed batches from position on"},
     {"encode_plain", encode_plain, METH_VARARGS,
      "encode_plain(values, base_offset, timestamp, producer_id, producer_epoch, base_sequence, "
      "partition_leader_epoch, attributes) -> bytes | None"},
@@ -745,10 +1272,12 @@ static struct PyModuleDef speedups_module = {
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     empty_tuple = PyTuple_New(0);
-    if (empty_tuple == NULL || PyType_Ready(&RecordType) < 0) return NULL;
+    if (empty_tuple == NULL || PyType_Ready(&RecordType) < 0 || PyType_Ready(&MessageType) < 0) return NULL;
     PyObject *module = PyModule_Create(&speedups_module);
     if (module == NULL) return NULL;
-    if (PyModule_AddObjectRef(module, "Record", (PyObject *)&RecordType) < 0) {
+    if (PyModule_AddObjectRef(module, "Record", (PyObject *)&RecordType) < 0 ||
+        PyModule_AddObjectRef(module, "Message", (PyObject *)&MessageType) < 0 ||
+        PyModule_AddIntConstant(module, "STOP_COMPRESSED", STOP_COMPRESSED) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -3,12 +3,29 @@
 :class:`TopicPartition` names a partition and carries an offset (and an
 error, in commit results); :class:`Message` is one consumed record or one
 delivery report. Offsets below zero are Kafka's logical offsets.
+
+``Message`` is the C type ``logstore._speedups.Message``: the consumer's hot
+path (``logstore.records.fetch.decode_fetch``) builds it straight from a
+Fetch response's bytes, with no per-record Python. It has confluent-kafka's
+accessor methods -- ``topic() partition() offset() key() value()
+timestamp() headers() error() latency() len()`` and ``len(msg)`` -- and
+``set_value``/``set_key``/``set_headers``; its constructor is
+``Message(topic, partition, offset, key, value, timestamp=(0, 0),
+headers=None, error=None, latency=None)``, positional or by keyword, for
+delivery reports and errors. ``timestamp()`` is ``(type, ms)`` (type 0 not
+available, 1 create time, 2 log append time); ``headers()`` is None when
+there are none, else a list of ``(str, bytes | None)``. Like confluent's, it
+cannot be subclassed; partition, offset and the timestamp are stored as C
+ints (so they must be ints).
+
+>>> m = Message("t", 0, 5, b"k", b"value", timestamp=(TIMESTAMP_CREATE_TIME, 1000))
+>>> (m.topic(), m.partition(), m.offset(), m.key(), m.value(), m.timestamp(), m.headers(), len(m))
+('t', 0, 5, b'k', b'value', (1, 1000), None, 5)
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from logstore._speedups import Message as Message
 from logstore.client.errors import KafkaError
 
 OFFSET_BEGINNING = -2
@@ -65,85 +82,4 @@ class TopicPartition:
         return (
             f"TopicPartition{{topic={self.topic},partition={self.partition},"
             f"offset={self.offset},error={self.error}}}"
-        )
-
-
-class Message:
-    """A record as the application sees it: confluent-kafka's accessor methods.
-
-    The consumer's hot path builds these in C (``logstore._speedups``); this
-    class is the same shape for delivery reports and errors.
-    """
-
-    __slots__ = ("_error", "_headers", "_key", "_latency", "_offset", "_partition", "_timestamp",
-                 "_topic", "_value")  # fmt: skip
-
-    def __init__(
-        self,
-        topic: str | None,
-        partition: int,
-        offset: int,
-        key: Any,
-        value: Any,
-        timestamp: tuple[int, int] = (TIMESTAMP_NOT_AVAILABLE, 0),
-        headers: list[tuple[str, bytes | None]] | None = None,
-        error: KafkaError | None = None,
-        latency: float | None = None,
-    ) -> None:
-        self._topic = topic
-        self._partition = partition
-        self._offset = offset
-        self._key = key
-        self._value = value
-        self._timestamp = timestamp
-        self._headers = headers
-        self._error = error
-        self._latency = latency
-
-    def topic(self) -> str | None:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> Any:
-        return self._key
-
-    def value(self) -> Any:
-        return self._value
-
-    def timestamp(self) -> tuple[int, int]:
-        return self._timestamp
-
-    def headers(self) -> list[tuple[str, bytes | None]] | None:
-        return self._headers
-
-    def error(self) -> KafkaError | None:
-        return self._error
-
-    def latency(self) -> float | None:
-        return self._latency
-
-    def len(self) -> int:
-        return len(self._value) if self._value is not None else 0
-
-    def __len__(self) -> int:
-        return self.len()
-
-    def set_value(self, value: Any) -> None:
-        self._value = value
-
-    def set_key(self, key: Any) -> None:
-        self._key = key
-
-    def set_headers(self, headers: list[tuple[str, bytes | None]] | None) -> None:
-        self._headers = headers
-
-    def __repr__(self) -> str:
-        return (
-            f"Message(topic={self._topic!r}, partition={self._partition}, offset={self._offset}, "
-            f"key={self._key!r}, value={self._value!r}, error={self._error})"
         )
