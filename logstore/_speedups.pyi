@@ -2,8 +2,25 @@ from collections.abc import Iterable, Sequence
 from typing import Any, final
 
 from logstore.client.errors import KafkaError
+from logstore.errors import LogstoreError
 
 STOP_COMPRESSED: int
+
+# The failures this module reports, one table (native/speedups.c): code ->
+# (name, class of logstore.errors, hint). Each raises "message; hint".
+# Malformed record bytes raise RecordDecodeError (a CorruptRecordError and a
+# ValueError), bad arguments InvalidArgumentError (a ValueError); wrong
+# argument types stay TypeError, and ints outside their C type OverflowError.
+ERRORS: dict[int, tuple[str, type[LogstoreError], str]]
+ERR_BATCH_CORRUPT: int
+ERR_RECORD_MALFORMED: int
+ERR_RECORD_COUNT: int
+ERR_TRAILING_BYTES: int
+ERR_HEADER_NAME: int
+ERR_NUM_PARTITIONS: int
+ERR_POSITION: int
+ERR_INDEX_COUNT: int
+ERR_BATCH_FIELDS: int
 
 class Record:
     """Record(key=None, value=None, headers=(), timestamp=None, offset=-1)"""
@@ -78,7 +95,11 @@ def decode_messages(
     partition: int,
     min_offset: int,
 ) -> list[Message]:
-    """decode_records' pass building Messages; records below min_offset are skipped."""
+    """decode_records' pass building Messages; records below min_offset are skipped.
+
+    RecordDecodeError (ERR_RECORD_COUNT, ERR_RECORD_MALFORMED, ERR_TRAILING_BYTES,
+    ERR_HEADER_NAME) when the section does not hold count well-formed records.
+    """
 
 def decode_fetch_batches(
     buf: bytes | bytearray | memoryview, position: int, topic: str, partition: int, min_offset: int
@@ -88,6 +109,8 @@ def decode_fetch_batches(
     stop: 0 at the end, LS_ERR_INCOMPLETE at a torn last batch, STOP_COMPRESSED at
     a compressed batch (checked; decode it and call again after it),
     LS_ERR_CORRUPT / LS_ERR_CRC at a bad batch. next_offset -1: no batch consumed.
+    Bad bytes are reported by stop, never raised; InvalidArgumentError (ERR_POSITION)
+    when position is outside buf.
     """
 
 def encode_plain(
@@ -99,7 +122,11 @@ def encode_plain(
     base_sequence: int,
     partition_leader_epoch: int,
     attributes: int,
-) -> bytes | None: ...
+) -> bytes | None:
+    """A whole uncompressed batch, or None when a record is not plain (bytes or a
+    (key, value) pair of bytes | None). InvalidArgumentError (ERR_BATCH_FIELDS)
+    for a negative base_offset or codec bits in attributes."""
+
 def decode_records(
     section: bytes | bytearray | memoryview,
     count: int,
@@ -108,7 +135,13 @@ def decode_records(
     base_timestamp: int,
     log_append: bool,
     log_append_time: int,
-) -> list[Record]: ...
+) -> list[Record]:
+    """One Record per record of a batch's (decompressed) records section.
+
+    RecordDecodeError (ERR_RECORD_COUNT, ERR_RECORD_MALFORMED, ERR_TRAILING_BYTES,
+    ERR_HEADER_NAME) when the section does not hold count well-formed records.
+    """
+
 def record_at(
     log: bytes | memoryview | object,
     index: object,
@@ -116,13 +149,23 @@ def record_at(
     base_offset: int,
     offset: int,
     cache: dict[int, bytes],
-) -> Record | bool | None: ...
-def locate(log: object, index: object, index_count: int, base_offset: int, offset: int) -> int: ...
+) -> Record | bool | None:
+    """The record with offset; None if none has it, False if its batch is compressed.
+
+    RecordDecodeError (ERR_BATCH_CORRUPT, ERR_RECORD_MALFORMED, ERR_HEADER_NAME)
+    for a damaged batch; InvalidArgumentError (ERR_INDEX_COUNT).
+    """
+
+def locate(log: object, index: object, index_count: int, base_offset: int, offset: int) -> int:
+    """(position << 32) | size of the batch holding offset, or a negative LS_ERR_* code;
+    InvalidArgumentError (ERR_INDEX_COUNT) when index_count exceeds the index."""
+
 def murmur2(data: bytes | bytearray | memoryview, /) -> int:
     """Kafka's ``Utils.murmur2`` (seed 0x9747b28c): a signed 32-bit int, as Java returns it."""
 
 def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int, /) -> int:
-    """``(murmur2(key) & 0x7fffffff) % num_partitions``; ValueError unless 1 <= num_partitions < 2**31."""
+    """``(murmur2(key) & 0x7fffffff) % num_partitions``; InvalidArgumentError (a ValueError,
+    ERR_NUM_PARTITIONS) unless 1 <= num_partitions < 2**31, TypeError unless an int."""
 
 def partition_for_keys(
     keys: Iterable[bytes | bytearray | memoryview | None], num_partitions: int, /

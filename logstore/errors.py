@@ -2,7 +2,8 @@
 
 Every error derives from :class:`LogstoreError` and carries a message that
 says what happened and what to do about it. Native return codes map onto these
-classes in :mod:`logstore._native`.
+classes in :mod:`logstore._native` (the cffi core) and in ``native/speedups.c``'s
+table (``logstore._speedups.ERRORS``: code -> name, class, hint).
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ class CorruptRecordError(LogstoreError):
 
     The bytes are never served. On disk, recovery truncates a log at the first
     such batch; elsewhere, the producer of the bytes must resend them.
+    """
+
+
+class RecordDecodeError(CorruptRecordError, ValueError):
+    """Record bytes the C decoders (``logstore._speedups``) refuse: a batch that
+    fails its CRC-32C, records whose varints, sizes, count or offsets do not
+    parse, a header name that is not UTF-8.
+
+    Also a ``ValueError``, like Python's own decode errors (``UnicodeDecodeError``,
+    ``json.JSONDecodeError``), and as these failures were before they had a class.
     """
 
 

@@ -14,6 +14,113 @@
 #include "ls_core.h"
 
 /* ---------------------------------------------------------------------------
+ * Errors: every failure this module reports itself has a code in one table,
+ * with the class of logstore.errors it raises and a hint saying what to do
+ * (as py-lmdb maps MDB_* codes onto its Error classes). raise_error formats
+ * "message; hint". The classes are looked up by name once, at import, from
+ * logstore.errors (which imports nothing, so there is no cycle); the table is
+ * _speedups.ERRORS, code -> (name, class, hint), and each code is ERR_<name>.
+ *
+ * Wrong argument types stay TypeErrors, and PyArg_Parse's own errors (an int
+ * out of its C range: OverflowError) stay as Python raises them.
+ */
+typedef enum {
+    SP_ERR_BATCH_CORRUPT = 1,
+    SP_ERR_RECORD_MALFORMED,
+    SP_ERR_RECORD_COUNT,
+    SP_ERR_TRAILING_BYTES,
+    SP_ERR_HEADER_NAME,
+    SP_ERR_NUM_PARTITIONS,
+    SP_ERR_POSITION,
+    SP_ERR_INDEX_COUNT,
+    SP_ERR_BATCH_FIELDS,
+    SP_ERR_END_ /* one past the last code */
+} sp_error_t;
+
+static const struct sp_error_info {
+    const char *name;       /* ERR_<name> in the module */
+    const char *class_name; /* a class of logstore.errors */
+    const char *hint;
+} sp_errors[SP_ERR_END_] = {
+    [SP_ERR_BATCH_CORRUPT] = {"BATCH_CORRUPT", "RecordDecodeError",
+                              "the batch is not served: restart to recover the log (it is truncated "
+                              "there), or restore the segment from a replica"},
+    [SP_ERR_RECORD_MALFORMED] = {"RECORD_MALFORMED", "RecordDecodeError",
+                                 "the batch is corrupt and must not be served: have its producer send "
+                                 "it again, or let log recovery truncate the log at it"},
+    [SP_ERR_RECORD_COUNT] = {"RECORD_COUNT", "RecordDecodeError",
+                             "pass the batch header's record count (if that was passed, the batch is "
+                             "corrupt or cut short: have it sent again)"},
+    [SP_ERR_TRAILING_BYTES] = {"TRAILING_BYTES", "RecordDecodeError",
+                               "pass the batch header's record count (if that was passed, the batch holds "
+                               "more records than it counts: it is corrupt)"},
+    [SP_ERR_HEADER_NAME] = {"HEADER_NAME", "RecordDecodeError",
+                            "Kafka header names are UTF-8 strings: fix the producer that wrote these "
+                            "bytes (the batch is not served)"},
+    [SP_ERR_NUM_PARTITIONS] = {"NUM_PARTITIONS", "InvalidArgumentError",
+                               "pass the topic's partition count, from its metadata"},
+    [SP_ERR_POSITION] = {"POSITION", "InvalidArgumentError",
+                         "start at 0, or at the position the previous call returned"},
+    [SP_ERR_INDEX_COUNT] = {"INDEX_COUNT", "InvalidArgumentError",
+                            "pass the index's entry count, at most len(index) // 8"},
+    [SP_ERR_BATCH_FIELDS] = {"BATCH_FIELDS", "InvalidArgumentError",
+                             "build batches with logstore.records.build_batch, which checks every field "
+                             "and compresses"},
+};
+
+static PyObject *sp_error_classes[SP_ERR_END_]; /* set at import, never released */
+static PyObject *corrupt_record_error;         /* logstore.errors.CorruptRecordError */
+
+/* Raises the class of code with "message; hint"; returns NULL to return. */
+static PyObject *raise_error(sp_error_t code, const char *format, ...) {
+    ls_assert(code > 0 && code < SP_ERR_END_ && sp_error_classes[code] != NULL);
+    va_list va;
+    va_start(va, format);
+    PyObject *message = PyUnicode_FromFormatV(format, va);
+    va_end(va);
+    if (message != NULL) {
+        PyErr_Format(sp_error_classes[code], "%U; %s", message, sp_errors[code].hint);
+        Py_DECREF(message);
+    }
+    return NULL;
+}
+
+/* Looks up the table's classes and adds ERRORS and the ERR_* codes to module. */
+static int errors_install(PyObject *module) {
+    PyObject *errors = PyImport_ImportModule("logstore.errors");
+    if (errors == NULL) return -1;
+    PyObject *table = PyDict_New();
+    int rc = table != NULL ? 0 : -1;
+    corrupt_record_error = rc == 0 ? PyObject_GetAttrString(errors, "CorruptRecordError") : NULL;
+    if (corrupt_record_error == NULL) rc = -1;
+    for (int code = 1; rc == 0 && code < SP_ERR_END_; code++) {
+        const struct sp_error_info *e = &sp_errors[code];
+        char constant[64];
+        PyObject *cls = PyObject_GetAttrString(errors, e->class_name);
+        if (cls != NULL && !PyExceptionClass_Check(cls)) {
+            PyErr_Format(PyExc_ImportError, "logstore.errors.%s is not an exception class", e->class_name);
+            Py_CLEAR(cls);
+        }
+        PyObject *key = cls ? PyLong_FromLong(code) : NULL;
+        PyObject *entry = key ? Py_BuildValue("(sOs)", e->name, cls, e->hint) : NULL;
+        snprintf(constant, sizeof constant, "ERR_%s", e->name);
+        if (entry == NULL || PyDict_SetItem(table, key, entry) < 0 ||
+            PyModule_AddIntConstant(module, constant, code) < 0) {
+            Py_XDECREF(cls);
+            rc = -1;
+        } else {
+            sp_error_classes[code] = cls; /* keeps the reference */
+        }
+        Py_XDECREF(key);
+        Py_XDECREF(entry);
+    }
+    if (rc == 0 && PyModule_AddObjectRef(module, "ERRORS", table) < 0) rc = -1;
+    Py_XDECREF(table);
+    Py_DECREF(errors);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------
  * Record: key, value, headers, timestamp, offset. A C type so a read can
  * build millions of them per second. Immutable, and its fields are checked
  * to be bytes-like, str, int or None, so a Record can never be part of a
@@ -544,17 +651,49 @@ static PyObject *message_build(const record_sink_t *s, const uint8_t *base, cons
     return (PyObject *)m;
 }
 
-/* Sets the error of a record that failed: a parse code, or an error raised
- * while building it. A header name that is not UTF-8 is a malformed record. */
-static void section_error(int32_t index, int rc) {
-    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return;
-    PyErr_Clear();
-    PyErr_Format(PyExc_ValueError, "record %d of the batch is malformed (code %d)", (int)index, rc);
+/* Reads record index of a batch at *p: fields_read, then its offset delta
+ * checked against the batch's last (LS_ERR_OFFSET past it). LS_OK, or a
+ * code with nothing raised yet (record_malformed raises it), or
+ * LS_ERR_CAPACITY with MemoryError set. */
+static int record_read_checked(const uint8_t **p, const uint8_t *end, const uint8_t *base,
+                               int32_t delta_max, record_fields_t *f) {
+    int rc = fields_read(p, end, base, f);
+    if (rc == LS_OK && f->view.offset_delta > delta_max) rc = LS_ERR_OFFSET;
+    return rc;
+}
+
+/* Raises RECORD_MALFORMED for record index of the batch at base_offset,
+ * saying why from the code record_read_checked returned; at_end: the
+ * section ended before the record. Leaves an error already set (memory). */
+static void record_malformed(long long base_offset, int32_t index, int rc, int at_end) {
+    if (PyErr_Occurred()) return;
+    const char *why = at_end               ? "the records section ends before it"
+                      : rc == LS_ERR_OFFSET ? "its offset delta is past the batch's last offset delta"
+                                            : "its length, varints or field sizes do not parse";
+    raise_error(SP_ERR_RECORD_MALFORMED, "record %d of the batch at offset %lld is malformed: %s", (int)index,
+                base_offset, why);
+}
+
+/* The error of a record that parsed but was not built: a header name that
+ * is not UTF-8 (raised as HEADER_NAME, the decoder's reason kept), or
+ * anything else (memory), left as it is. */
+static void record_build_error(long long base_offset, int32_t index) {
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return;
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    raise_error(SP_ERR_HEADER_NAME,
+                "record %d of the batch at offset %lld has a header name that is not UTF-8 (%S)", (int)index,
+                base_offset, value);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
 }
 
 /* Decodes the count records of section[0..len) into out[0..count): the
  * number of objects written (records below sink->min_delta are skipped), or
- * -1 with an error set (ValueError: malformed) and out[] left as it was. */
+ * -1 with an error set and out[] left as it was: a CorruptRecordError of the
+ * table when the bytes are at fault, another error (memory) otherwise. */
 static Py_ssize_t decode_section(const uint8_t *base, Py_ssize_t len, int32_t count, int32_t delta_max,
                                  const record_sink_t *sink, PyObject **out) {
     ls_assert(base != NULL && len >= 0 && count >= 0);
@@ -562,8 +701,8 @@ static Py_ssize_t decode_section(const uint8_t *base, Py_ssize_t len, int32_t co
     Py_ssize_t written = 0;
     for (int32_t i = 0; i < count; i++) {
         record_fields_t f;
-        int rc = fields_read(&p, end, base, &f);
-        if (rc == LS_OK && f.view.offset_delta > delta_max) rc = LS_ERR_CORRUPT; /* past the batch's last offset */
+        int at_end = p == end;
+        int rc = record_read_checked(&p, end, base, delta_max, &f);
         PyObject *item = NULL, *headers = NULL;
         int skip = rc == LS_OK && f.view.offset_delta < sink->min_delta;
         if (rc == LS_OK && !skip && fields_headers(base, &f, sink->headers_as_list, &headers) == 0)
@@ -571,7 +710,8 @@ static Py_ssize_t decode_section(const uint8_t *base, Py_ssize_t len, int32_t co
         fields_release(&f);
         if (skip) continue;
         if (item == NULL) {
-            section_error(i, rc);
+            if (rc != LS_OK) record_malformed(sink->base_offset, i, rc, at_end);
+            else record_build_error(sink->base_offset, i);
             for (Py_ssize_t k = 0; k < written; k++) Py_CLEAR(out[k]);
             return -1;
         }
@@ -580,7 +720,9 @@ static Py_ssize_t decode_section(const uint8_t *base, Py_ssize_t len, int32_t co
     ls_assert(written <= count);
     if (p != end) {
         for (Py_ssize_t k = 0; k < written; k++) Py_CLEAR(out[k]);
-        PyErr_SetString(PyExc_ValueError, "bytes left over after the batch's last record");
+        raise_error(SP_ERR_TRAILING_BYTES,
+                    "%zd bytes left over after record %d, the last of the batch at offset %lld",
+                    (Py_ssize_t)(end - p), (int)count - 1, sink->base_offset);
         return -1;
     }
     return written;
@@ -588,11 +730,11 @@ static Py_ssize_t decode_section(const uint8_t *base, Py_ssize_t len, int32_t co
 
 /* A list for count records of a section of len bytes; a record takes at
  * least 7 bytes, so a count the section cannot hold allocates nothing. */
-static PyObject *section_list(int count, Py_ssize_t len) {
-    if (count < 0 || (int64_t)count * 7 > (int64_t)len) {
-        PyErr_Format(PyExc_ValueError, "record count %d does not fit the batch", count);
-        return NULL;
-    }
+static PyObject *section_list(int count, Py_ssize_t len, long long base_offset) {
+    if (count < 0 || (int64_t)count * 7 > (int64_t)len)
+        return raise_error(SP_ERR_RECORD_COUNT,
+                           "record count %d does not fit the batch at offset %lld (%zd bytes of records, "
+                           "at least 7 a record)", count, base_offset, len);
     return PyList_New(count);
 }
 
@@ -620,7 +762,7 @@ static PyObject *decode_records(PyObject *self, PyObject *args) {
     const record_sink_t sink = {
         .build = record_build, .base_offset = base_offset, .base_timestamp = base_timestamp,
         .log_append = log_append, .log_append_time = log_append_time};
-    PyObject *list = section_list(count, section.len);
+    PyObject *list = section_list(count, section.len, base_offset);
     if (list != NULL) {
         Py_ssize_t n = decode_section(section.buf, section.len, count, offset_delta_max, &sink,
                                       PySequence_Fast_ITEMS(list));
@@ -650,7 +792,7 @@ static PyObject *decode_messages(PyObject *self, PyObject *args) {
         .base_offset = base_offset, .base_timestamp = base_timestamp, .log_append = log_append,
         .log_append_time = log_append_time, .topic = topic, .partition = partition,
         .timestamp_type = timestamp_type};
-    PyObject *list = section_list(count, section.len);
+    PyObject *list = section_list(count, section.len, base_offset);
     if (list != NULL) {
         Py_ssize_t n = decode_section(section.buf, section.len, count, offset_delta_max, &sink,
                                       PySequence_Fast_ITEMS(list));
@@ -754,6 +896,12 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
     if (count <= 0 || count > INT32_MAX) Py_RETURN_NONE;
     int64_t section = plain_section_size(values, count);
     if (section < 0 || section > LS_BATCH_SIZE_LIMIT - LS_BATCH_HEADER_SIZE) Py_RETURN_NONE;
+    if (base_offset < 0)
+        return raise_error(SP_ERR_BATCH_FIELDS, "base_offset must be at least 0, got %lld", base_offset);
+    if ((attributes & LS_ATTR_COMPRESSION_MASK) != 0)
+        return raise_error(SP_ERR_BATCH_FIELDS,
+                           "attributes 0x%x name a codec, but encode_plain writes uncompressed records",
+                           (unsigned)(uint16_t)attributes);
     int64_t size = LS_BATCH_HEADER_SIZE + section;
     PyObject *batch = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
     if (batch == NULL) return NULL;
@@ -762,11 +910,7 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
     int rc = ls_batch_seal(out, size, base_offset, leader_epoch, attributes, (int32_t)(count - 1),
                            timestamp, timestamp, producer_id, producer_epoch, base_sequence,
                            (int32_t)count);
-    if (rc != LS_OK) {
-        Py_DECREF(batch);
-        PyErr_Format(PyExc_ValueError, "sealing the batch failed (%d): check its header fields", rc);
-        return NULL;
-    }
+    ls_assert(rc == LS_OK); /* its only refusals (size, base_offset, codec) are checked above */
     return batch;
 }
 
@@ -779,7 +923,8 @@ static PyObject *encode_plain(PyObject *self, PyObject *args) {
  * in `cache` (position -> bytes of int32; cleared past RECORD_CACHE_BATCHES
  * entries), so later lookups touch only the record they return. None: no record has that offset (compacted away).
  * False: the batch is compressed; the caller decodes it whole.
- * A batch that fails its CRC raises ValueError.
+ * A batch that fails its CRC, or records that do not parse, raise
+ * RecordDecodeError (BATCH_CORRUPT, RECORD_MALFORMED, HEADER_NAME).
  */
 static PyObject *batch_positions(const uint8_t *batch, const ls_batch_t *header) {
     const uint8_t *section = batch + LS_BATCH_HEADER_SIZE;
@@ -789,11 +934,13 @@ static PyObject *batch_positions(const uint8_t *batch, const ls_batch_t *header)
     int32_t *positions = (int32_t *)PyBytes_AS_STRING(table);
     for (int32_t i = 0; i < header->record_count; i++) {
         ls_record_view_t r;
+        int at_end = p == end;
         positions[i] = (int32_t)(p - section);
-        if (ls_record_read(&p, end, section, &r, NULL, NULL, NULL, NULL, 0) != LS_OK ||
-            r.offset_delta > header->last_offset_delta) {
+        int rc = ls_record_read(&p, end, section, &r, NULL, NULL, NULL, NULL, 0);
+        if (rc == LS_OK && r.offset_delta > header->last_offset_delta) rc = LS_ERR_OFFSET;
+        if (rc != LS_OK) {
             Py_DECREF(table);
-            PyErr_SetString(PyExc_ValueError, "a record of the batch is malformed");
+            record_malformed(header->base_offset, i, rc, at_end);
             return NULL;
         }
     }
@@ -813,8 +960,10 @@ static PyObject *cached_positions(PyObject *cache, const uint8_t *batch, int64_t
     uint32_t crc = ls_crc32c(0, batch + LS_POS_ATTRIBUTES, header->size - LS_POS_ATTRIBUTES);
     if (crc != header->crc) {
         Py_DECREF(key);
-        PyErr_Format(PyExc_ValueError, "the batch at byte %lld failed its CRC-32C check", (long long)position);
-        return NULL;
+        return raise_error(SP_ERR_BATCH_CORRUPT,
+                           "the batch at byte %lld (offsets %lld to %lld) failed its CRC-32C check",
+                           (long long)position, (long long)header->base_offset,
+                           (long long)(header->base_offset + header->last_offset_delta));
     }
     table = batch_positions(batch, header);
     if (table != NULL && PyDict_SetItem(cache, key, table) < 0) Py_CLEAR(table);
@@ -845,7 +994,10 @@ static PyObject *record_in_batch(const uint8_t *batch, const ls_batch_t *header,
             record_fields_t f;
             PyObject *headers = NULL;
             int rc = fields_read(&p, end, section, &f);
-            if (rc == LS_OK) rc = fields_headers(section, &f, 0, &headers) == 0 ? LS_OK : LS_ERR_ARGUMENT;
+            if (rc == LS_OK && fields_headers(section, &f, 0, &headers) < 0) {
+                record_build_error(header->base_offset, mid);
+                rc = LS_ERR_ARGUMENT;
+            }
             fields_release(&f);
             if (rc != LS_OK) break;
             int log_append = (header->attributes & LS_ATTR_TIMESTAMP_LOG_APPEND) != 0;
@@ -886,10 +1038,12 @@ static int lookup_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expec
         PyBuffer_Release(log);
         return -1;
     }
-    if (ints[0] < 0 || ints[0] * LS_OFFSET_INDEX_ENTRY_SIZE > index->len) {
+    if (ints[0] < 0 || ints[0] > index->len / LS_OFFSET_INDEX_ENTRY_SIZE) {
+        raise_error(SP_ERR_INDEX_COUNT,
+                    "index_count %lld does not fit the index buffer (%zd bytes, %d an entry)", ints[0],
+                    index->len, (int)LS_OFFSET_INDEX_ENTRY_SIZE);
         PyBuffer_Release(log);
         PyBuffer_Release(index);
-        PyErr_SetString(PyExc_ValueError, "index_count exceeds the index buffer");
         return -1;
     }
     return 0;
@@ -926,7 +1080,10 @@ static PyObject *record_at(PyObject *self, PyObject *const *args, Py_ssize_t nar
         result = Py_NewRef(Py_None);
     } else if (ls_batch_header((const uint8_t *)log.buf + position, log.len - position, log.len,
                                &header) != LS_OK) {
-        PyErr_SetString(PyExc_ValueError, "a batch header of the segment is malformed");
+        /* ls_segment_locate read this header; only a concurrent write (the
+         * file, through its mapping) can make it fail here. */
+        raise_error(SP_ERR_BATCH_CORRUPT, "the batch header at byte %lld of the segment is malformed",
+                    (long long)position);
     } else if ((header.attributes & LS_ATTR_COMPRESSION_MASK) != 0) {
         result = Py_NewRef(Py_False);
     } else {
@@ -1037,7 +1194,7 @@ static int walk_decode(fetch_walk_t *w, int64_t end, PyObject *topic, int32_t pa
             PyObject **items = PySequence_Fast_ITEMS(list) + *filled;
             Py_ssize_t n = decode_section(batch + LS_BATCH_HEADER_SIZE, h.size - LS_BATCH_HEADER_SIZE,
                                           h.record_count, h.last_offset_delta, &sink, items);
-            if (n < 0 && !PyErr_ExceptionMatches(PyExc_ValueError)) return -1;
+            if (n < 0 && !PyErr_ExceptionMatches(corrupt_record_error)) return -1;
             if (n < 0) { /* malformed records: the batch is corrupt, like a CRC failure */
                 PyErr_Clear();
                 w->stop = LS_ERR_CORRUPT;
@@ -1061,8 +1218,8 @@ static PyObject *decode_fetch_batches(PyObject *self, PyObject *args) {
     int partition;
     if (!PyArg_ParseTuple(args, "y*LUiL", &buf, &position, &topic, &partition, &min_offset)) return NULL;
     if (position < 0 || position > buf.len) {
+        raise_error(SP_ERR_POSITION, "position %lld is outside the buffer (%zd bytes)", position, buf.len);
         PyBuffer_Release(&buf);
-        PyErr_Format(PyExc_ValueError, "position %lld is outside the buffer (%zd bytes)", position, buf.len);
         return NULL;
     }
     fetch_walk_t w = {.buf = buf.buf, .len = buf.len, .position = position, .next_offset = -1, .stop = LS_OK};
@@ -1156,7 +1313,7 @@ static int arg_num_partitions(PyObject *arg, int32_t *out) {
     Py_DECREF(index);
     if (n == -1 && PyErr_Occurred()) return -1;
     if (overflow != 0 || n <= 0 || n > INT32_MAX) {
-        PyErr_Format(PyExc_ValueError, "num_partitions must be between 1 and %d, got %R", INT32_MAX, arg);
+        raise_error(SP_ERR_NUM_PARTITIONS, "num_partitions must be between 1 and %d, got %R", INT32_MAX, arg);
         return -1;
     }
     *out = (int32_t)n;
@@ -1277,7 +1434,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (module == NULL) return NULL;
     if (PyModule_AddObjectRef(module, "Record", (PyObject *)&RecordType) < 0 ||
         PyModule_AddObjectRef(module, "Message", (PyObject *)&MessageType) < 0 ||
-        PyModule_AddIntConstant(module, "STOP_COMPRESSED", STOP_COMPRESSED) < 0) {
+        PyModule_AddIntConstant(module, "STOP_COMPRESSED", STOP_COMPRESSED) < 0 ||
+        errors_install(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

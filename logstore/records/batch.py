@@ -240,20 +240,21 @@ class RecordBatch:
 
     @property
     def records(self) -> list[Record]:
-        """The records as :class:`Record` objects, in offset order (one C pass)."""
-        log_append = bool(self.attributes & _ATTR_LOG_APPEND_TIME)
-        try:
-            return decode_records(
-                self.records_section(),
-                self.record_count,
-                self.last_offset_delta,
-                self.base_offset,
-                self.base_timestamp,
-                log_append,
-                self.max_timestamp,
-            )
-        except ValueError as exc:
-            raise CorruptRecordError(f"batch at offset {self.base_offset}: {exc}") from exc
+        """The records as :class:`Record` objects, in offset order (one C pass).
+
+        Records that do not parse raise :class:`~logstore.errors.RecordDecodeError`
+        (a :class:`~logstore.errors.CorruptRecordError`) naming the record and the
+        batch's base offset.
+        """
+        return decode_records(
+            self.records_section(),
+            self.record_count,
+            self.last_offset_delta,
+            self.base_offset,
+            self.base_timestamp,
+            bool(self.attributes & _ATTR_LOG_APPEND_TIME),
+            self.max_timestamp,
+        )
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records)

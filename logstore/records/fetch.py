@@ -98,19 +98,18 @@ def decode_fetch(
 def _decode_compressed(batch: RecordBatch, topic: str, partition: int, min_offset: int) -> list[Message]:
     log_append = bool(batch.attributes & _ATTR_LOG_APPEND_TIME)
     section = batch.records_section()  # CorruptRecordError when it does not decompress
-    try:
-        return decode_messages(
-            section,
-            batch.record_count,
-            batch.last_offset_delta,
-            batch.base_offset,
-            batch.base_timestamp,
-            log_append,
-            batch.max_timestamp,
-            _TIMESTAMP_LOG_APPEND_TIME if log_append else _TIMESTAMP_CREATE_TIME,
-            topic,
-            partition,
-            min_offset,
-        )
-    except ValueError as exc:
-        raise CorruptRecordError(f"batch at offset {batch.base_offset}: {exc}") from exc
+    # Records that do not parse raise RecordDecodeError (a CorruptRecordError)
+    # naming the record and the batch's base offset.
+    return decode_messages(
+        section,
+        batch.record_count,
+        batch.last_offset_delta,
+        batch.base_offset,
+        batch.base_timestamp,
+        log_append,
+        batch.max_timestamp,
+        _TIMESTAMP_LOG_APPEND_TIME if log_append else _TIMESTAMP_CREATE_TIME,
+        topic,
+        partition,
+        min_offset,
+    )
