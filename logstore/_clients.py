@@ -49,7 +49,7 @@ def kafka_module(name: str, tool: str, error: type[LogstoreError]) -> ModuleType
     return module
 
 
-_SELECTED = ["confluent"]
+_SELECTED = ["logstore"]
 
 
 def select_client(name: str) -> None:

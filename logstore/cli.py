@@ -85,7 +85,7 @@ def _select(client_name: str) -> None:
 
 
 @main.group()
-@click.option("--client", "client_name", type=click.Choice(["logstore", "confluent"]), default="confluent",
+@click.option("--client", "client_name", type=click.Choice(["logstore", "confluent"]), default="logstore",
               show_default=True, help="The client library that drives the broker.")  # fmt: skip
 def perf(client_name: str) -> None:
     """Load generators that print what Kafka's perf tools print.
@@ -263,7 +263,7 @@ _TIMEOUT_OPTION = click.option(
 
 
 @main.group()
-@click.option("--client", "client_name", type=click.Choice(["logstore", "confluent"]), default="confluent",
+@click.option("--client", "client_name", type=click.Choice(["logstore", "confluent"]), default="logstore",
               show_default=True, help="The client library that talks to the broker.")  # fmt: skip
 def groups(client_name: str) -> None:
     """Consumer groups, like kafka-consumer-groups.

@@ -1273,31 +1273,7 @@ class AdminClient:
         if topic is not None and not isinstance(topic, str):
             raise TypeError(f"topic must be a str or None, not {type(topic).__name__}")
         response, origin = self._metadata(None if topic is None else [topic], timeout)
-        md = ClusterMetadata()
-        md.cluster_id = response.cluster_id
-        md.controller_id = int(response.controller_id)
-        for b in response.brokers:
-            broker = BrokerMetadata()
-            broker.id, broker.host, broker.port = int(b.node_id), b.host, int(b.port)
-            md.brokers[broker.id] = broker
-        if origin < 0 and len(md.brokers) == 1:  # a bootstrap connection to a one-broker cluster
-            origin = next(iter(md.brokers))
-        md.orig_broker_id = origin
-        if origin in md.brokers:
-            md.orig_broker_name = str(md.brokers[origin])
-        for t in response.topics:
-            tm = TopicMetadata()
-            tm.topic = t.name
-            tm.error = _error(t.error_code, None) if t.error_code else None
-            for p in t.partitions:
-                pm = PartitionMetadata()
-                pm.id, pm.leader = int(p.partition_index), int(p.leader_id)
-                pm.replicas = [int(r) for r in p.replica_nodes]
-                pm.isrs = [int(r) for r in p.isr_nodes]
-                pm.error = _error(p.error_code, None) if p.error_code else None
-                tm.partitions[pm.id] = pm
-            md.topics[t.name] = tm
-        return md
+        return cluster_metadata(response, origin)
 
     def cluster_id(self, timeout: float = -1) -> str | None:
         """The cluster id metadata gives (a Metadata request for no topics)."""
@@ -2130,3 +2106,32 @@ __all__ = [
     "TopicMetadata",
     "TopicPartitionInfo",
 ]
+
+
+def cluster_metadata(response: Any, origin: int = -1) -> ClusterMetadata:
+    """A Metadata answer as confluent's ``ClusterMetadata`` (``list_topics`` of every client)."""
+    md = ClusterMetadata()
+    md.cluster_id = response.cluster_id
+    md.controller_id = int(response.controller_id)
+    for b in response.brokers:
+        broker = BrokerMetadata()
+        broker.id, broker.host, broker.port = int(b.node_id), b.host, int(b.port)
+        md.brokers[broker.id] = broker
+    if origin < 0 and len(md.brokers) == 1:  # a bootstrap connection to a one-broker cluster
+        origin = next(iter(md.brokers))
+    md.orig_broker_id = origin
+    if origin in md.brokers:
+        md.orig_broker_name = str(md.brokers[origin])
+    for t in response.topics:
+        tm = TopicMetadata()
+        tm.topic = t.name
+        tm.error = _error(t.error_code, None) if t.error_code else None
+        for p in t.partitions:
+            pm = PartitionMetadata()
+            pm.id, pm.leader = int(p.partition_index), int(p.leader_id)
+            pm.replicas = [int(r) for r in p.replica_nodes]
+            pm.isrs = [int(r) for r in p.isr_nodes]
+            pm.error = _error(p.error_code, None) if p.error_code else None
+            tm.partitions[pm.id] = pm
+        md.topics[t.name] = tm
+    return md

@@ -251,8 +251,13 @@ class Cluster:
 
     # -- metadata ------------------------------------------------------------
 
-    def refresh(self, topics: Iterable[str] | None = None, *, auto_create: bool | None = None) -> Any:
-        """Ask a broker for metadata (all topics when ``topics`` is None) and update the cache."""
+    def refresh(
+        self, topics: Iterable[str] | None = None, *, auto_create: bool | None = None, timeout: float | None = None
+    ) -> Any:
+        """Ask a broker for metadata (all topics when ``topics`` is None) and update the cache.
+
+        ``timeout`` (seconds) bounds the wait for the answer (default ``request.timeout.ms``).
+        """
         names = None if topics is None else sorted(set(topics))
         create = self.config["allow.auto.create.topics"] if auto_create is None else auto_create
         fields = {
@@ -261,7 +266,7 @@ class Cluster:
             "include_cluster_authorized_operations": False,
             "include_topic_authorized_operations": False,
         }
-        response = self.request(None, METADATA, fields)
+        response = self.request(None, METADATA, fields, timeout)
         self._update(response, names)
         return response
 

@@ -246,6 +246,7 @@ class BrokerConnection:
             return future
         version = self.version(api_key)
         body, flexible = encode_body(api_key, version, fields)  # outside the lock: the slow part
+        failed: KafkaError | None = None
         with self._lock:
             correlation = next(self._correlation) & 0x7FFFFFFF
             header = encode_request_header(api_key, version, correlation, self.client_id, flexible)
@@ -255,7 +256,11 @@ class BrokerConnection:
             try:
                 self._sock.sendall(b"".join((SIZE.pack(len(header) + len(body)), header, body)))
             except OSError as e:
-                self._fail(local("_TRANSPORT", f"{self.where}: send failed: {e}"))
+                failed = local("_TRANSPORT", f"{self.where}: send failed: {e}")
+        if failed is not None:  # _fail takes the lock: not while holding it
+            self._fail(failed)
+            if not future.done():
+                future.set_exception(KafkaException(failed))
         if not expect_response and not future.done():
             future.set_result(None)
         return future

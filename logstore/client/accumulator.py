@@ -1,0 +1,503 @@
+"""The producer's record buffer: Kafka's ``RecordAccumulator`` and ``ProducerBatch``.
+
+``produce()`` appends records here on the application's thread; the
+:class:`~logstore.client.sender.Sender` thread takes whole batches out.
+Each partition has a deque of :class:`ProducerBatch`; records go to the
+*open* batch at its tail, the sender drains from its head. A batch is
+
+- **full** when one more record could push its encoded size past
+  ``min(batch.size, message.max.bytes)`` (an upper-bound estimate of the v2
+  encoding, so a sealed batch never exceeds the broker's limit) or it holds
+  ``batch.num.messages`` records; a full batch is closed at once;
+- **ready** (may be sent) when it is closed, or not the only batch of its
+  partition, or ``linger.ms`` has passed since its first record, or a flush
+  or close is under way; and its retry backoff has passed.
+
+Records are kept as the C encoder's fast items: a ``bytes`` value (no key),
+a ``(key, value)`` tuple, or a :class:`logstore.records.Record` when the
+record carries headers or its own timestamp. A batch is encoded once, in one
+C call, when the sender first drains it (``compression.type`` is applied
+then), and keeps its bytes for retries, so a retried batch carries the same
+producer id, epoch and sequence.
+
+Memory: ``buffer.memory`` bytes (the same estimate) and
+``queue.buffering.max.messages`` records are the most that may be queued or
+in flight; ``append`` waits up to ``max.block.ms`` for room and then raises
+``BufferError``, as confluent-kafka's producer does when its queue is full.
+A record counts until its batch is acknowledged or failed.
+
+Thread-safety: one lock guards every deque, open batch and counter;
+``append`` takes it once per record. Sealed batches (closed, drained) are
+only touched by the sender thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from logstore._speedups import partition_for_key
+from logstore.client.partitioner import Murmur2Partitioner, Murmur2RandomPartitioner, Partitioner
+
+BATCH_HEADER = 61
+RECORD_OVERHEAD = 21
+"""An upper bound of a plain record's framing: length (5), attributes (1),
+timestamp delta (1), offset delta (3), key and value lengths (5 + 5), header
+count (1)."""
+TIMESTAMP_OVERHEAD = 9
+"""Extra framing of a record with its own timestamp (a varint delta up to 10 bytes)."""
+HEADER_OVERHEAD = 10
+"""Framing of one header: its key and value lengths."""
+
+Item = Any  # bytes | None | tuple[bytes | None, bytes | None] | logstore.records.Record
+DeliveryCallback = Callable[[Any, Any], Any]
+
+
+class ProducerBatch:
+    """Records for one partition, sent (and retried) as one v2 record batch.
+
+    Invariants: ``records`` is appended to only while ``closed`` is False, under
+    the accumulator's lock; once closed, ``records`` never changes. ``encoded``
+    is None until the first drain, then the batch's bytes (with ``producer_id``,
+    ``producer_epoch`` and ``base_sequence`` set). ``size`` is the estimate
+    ``BATCH_HEADER + sum(record estimates)``, an upper bound of the encoding
+    without compression.
+    """
+
+    __slots__ = ("attempts", "base_sequence", "callback", "callbacks", "closed", "created", "encoded", "partition",
+                 "producer_epoch", "producer_id", "records", "retry_at", "sent", "size", "timestamp",
+                 "topic")  # fmt: skip
+
+    def __init__(self, topic: str, partition: int, created: float, timestamp: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.records: list[Item] = []
+        self.size = BATCH_HEADER
+        self.callbacks: list[tuple[int, DeliveryCallback]] | None = None  # (record index, on_delivery)
+        self.callback: DeliveryCallback | None = None  # on_delivery of every record (produce_batch)
+        self.created = created  # time.monotonic() of its first record
+        self.timestamp = timestamp  # ms since the epoch: the CreateTime of its plain records
+        self.closed = False
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.sent = False  # drained at least once: a broker may have appended it
+        self.encoded: bytes | None = None
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.topic}-{self.partition} records={len(self.records)} size~{self.size} "
+            f"seq={self.base_sequence} attempts={self.attempts}>"
+        )
+
+
+class TopicState:
+    """The accumulator's view of one topic: its partition count and per-partition deques.
+
+    ``open[p]`` is the batch of partition ``p`` records are appended to (also the
+    last of ``queues[p]``), or None. ``keyless`` caches the partition the
+    partitioner gives a record with no key, for the built-in partitioners, whose
+    answer for ``key=None`` changes only in ``on_new_batch`` (-1: ask each time).
+    ``hashed`` is True when keyed records go to ``murmur2(key) % n`` (computed in
+    C right here rather than through the partitioner).
+    """
+
+    __slots__ = ("hashed", "keyless", "n", "name", "open", "queues")
+
+    def __init__(self, name: str, n: int, partitioner: Partitioner) -> None:
+        assert n > 0, n
+        self.name = name
+        self.n = n
+        self.open: list[ProducerBatch | None] = [None] * n
+        self.queues: list[collections.deque[ProducerBatch]] = [collections.deque() for _ in range(n)]
+        builtin = type(partitioner).__module__ == "logstore.client.partitioner" and hasattr(
+            partitioner, "sticky"
+        )
+        self.keyless = partitioner.partition(name, None, n) if builtin else -1
+        self.hashed = type(partitioner) in (Murmur2RandomPartitioner, Murmur2Partitioner)
+
+    def grow(self, n: int, partitioner: Partitioner) -> None:
+        """More partitions (CreatePartitions); a topic's partition count never shrinks."""
+        if n <= self.n:
+            return
+        self.open.extend([None] * (n - self.n))
+        self.queues.extend(collections.deque() for _ in range(n - self.n))
+        self.n = n
+        if self.keyless >= 0:
+            self.keyless = partitioner.partition(self.name, None, n)
+
+
+class RecordAccumulator:
+    """Per-partition deques of batches, with the memory bound (see the module docstring).
+
+    ``wakeup`` is called, with the lock held (so it must only set an event),
+    when a batch is created or closed, so the sender recomputes when the next
+    batch becomes ready. A batch that fills without being closed (the fast path
+    of ``Producer.produce`` does not check) is found full by ``ready``.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        batch_records: int,
+        linger: float,
+        buffer_memory: int,
+        max_records: int,
+        max_block: float,
+        partitioner: Partitioner,
+        wakeup: Callable[[], Any] = lambda: None,
+    ) -> None:
+        assert batch_size > BATCH_HEADER, batch_size
+        self.batch_size = batch_size  # the estimate's bound, header included
+        self.batch_records = batch_records
+        self.linger = linger
+        self.buffer_memory = buffer_memory
+        self.max_records = max_records if max_records > 0 else 2**62
+        self.max_block = max_block
+        self.partitioner = partitioner
+        self.wakeup = wakeup
+        self.lock = threading.Lock()
+        self.room = threading.Condition(self.lock)  # notified when records leave
+        self.topics: dict[str, TopicState] = {}
+        self.nonempty: dict[tuple[str, int], TopicState] = {}  # partitions with a batch queued
+        self.records = 0  # records appended and not yet completed (queued or in flight)
+        self.bytes = 0  # their estimated size
+        self.flushing = 0  # flush() calls under way: every batch is ready
+        self.closing = False
+
+    # -- the application's side ----------------------------------------------
+
+    def topic_state(self, topic: str, n: int) -> TopicState:
+        """The state of ``topic`` with ``n`` partitions (created, or grown). O(n)."""
+        with self.lock:
+            state = self.topics.get(topic)
+            if state is None:
+                state = self.topics[topic] = TopicState(topic, n, self.partitioner)
+            else:
+                state.grow(n, self.partitioner)
+            return state
+
+    def append(
+        self,
+        state: TopicState,
+        partition: int,
+        item: Item,
+        size: int,
+        callback: DeliveryCallback | None,
+        key: bytes | None,
+        chosen: bool,
+    ) -> int:
+        """Append one record to ``partition``'s open batch; returns the partition used.
+
+        ``chosen``: the partitioner picked ``partition`` (not the application), so if
+        the record would start a new batch, ``on_new_batch`` is called and the
+        partitioner asked again (KIP-480, as Kafka's ``KafkaProducer.doSend``).
+        Waits up to ``max.block.ms`` for room, then raises BufferError. O(1).
+        """
+        with self.lock:
+            if self.records >= self.max_records or self.bytes + size > self.buffer_memory:
+                self._wait_for_room(size)
+            batch = state.open[partition]
+            if (
+                batch is None
+                or batch.size + size > self.batch_size
+                or len(batch.records) >= self.batch_records
+            ):
+                if chosen:
+                    partition = self._repartition(state, partition, key)
+                    batch = state.open[partition]
+                if (
+                    batch is None
+                    or batch.size + size > self.batch_size
+                    or len(batch.records) >= self.batch_records
+                ):
+                    batch = self._new_batch(state, partition)
+            batch.records.append(item)
+            batch.size += size
+            if callback is not None:
+                if batch.callbacks is None:
+                    batch.callbacks = []
+                batch.callbacks.append((len(batch.records) - 1, callback))
+            self.records += 1
+            self.bytes += size
+            if batch.size + RECORD_OVERHEAD > self.batch_size or len(batch.records) >= self.batch_records:
+                self._close(state, batch)
+            return partition
+
+    def append_reserved(
+        self, state: TopicState, partition: int, item: Item, size: int, callback: DeliveryCallback | None,
+        key: bytes | None, chosen: bool,
+    ) -> int:  # fmt: skip
+        """``append`` for a record whose room was taken by ``reserve`` (never blocks)."""
+        with self.lock:
+            batch = state.open[partition]
+            if (
+                batch is None
+                or batch.size + size > self.batch_size
+                or len(batch.records) >= self.batch_records
+            ):
+                if chosen:
+                    partition = self._repartition(state, partition, key)
+                    batch = state.open[partition]
+                if (
+                    batch is None
+                    or batch.size + size > self.batch_size
+                    or len(batch.records) >= self.batch_records
+                ):
+                    batch = self._new_batch(state, partition)
+            batch.records.append(item)
+            batch.size += size
+            if callback is not None:
+                if batch.callbacks is None:
+                    batch.callbacks = []
+                batch.callbacks.append((len(batch.records) - 1, callback))
+            if batch.size + RECORD_OVERHEAD > self.batch_size or len(batch.records) >= self.batch_records:
+                self._close(state, batch)
+            return partition
+
+    def reserve(self, count: int, size: int) -> None:
+        """Count records not yet placed in a batch (waiting for their topic's metadata);
+        waits for room like ``append``."""
+        with self.lock:
+            if self.records + count > self.max_records or self.bytes + size > self.buffer_memory:
+                self._wait_for_room(size, count)
+            self.records += count
+            self.bytes += size
+
+    def append_many(
+        self,
+        state: TopicState,
+        partition: int | None,
+        items: list[Item],
+        cumulative: npt.NDArray[np.int64],
+        callback: DeliveryCallback | None,
+        timestamp: int,
+    ) -> list[ProducerBatch]:
+        """Append ``items`` as whole new batches, closed at once: ``produce_batch``.
+
+        ``cumulative[i]`` is the estimated size of ``items[:i]`` (length
+        ``len(items) + 1``). The items are cut into as few batches as fit
+        ``batch.size`` / ``batch.num.messages`` with a binary search per batch
+        and a list slice each: no per-record Python work. ``partition`` None:
+        the sticky partition, moved on (``on_new_batch``) after each batch, as
+        one ``produce()`` per record would. Waits for room for all of them
+        first (BufferError after ``max.block.ms``). O(len(items)) in C, plus
+        O(batches x log(len(items))).
+        """
+        count = len(items)
+        total = int(cumulative[-1])
+        out: list[ProducerBatch] = []
+        now = time.monotonic()
+        with self.lock:
+            if self.records + count > self.max_records or self.bytes + total > self.buffer_memory:
+                self._wait_for_room(total, count)
+            start = 0
+            room = self.batch_size - BATCH_HEADER
+            while start < count:
+                end = int(np.searchsorted(cumulative, cumulative[start] + room, side="right")) - 1
+                end = max(min(end, start + self.batch_records, count), start + 1)
+                p = partition
+                if p is None:
+                    p = (
+                        state.keyless
+                        if state.keyless >= 0
+                        else int(self.partitioner.partition(state.name, None, state.n))
+                    )
+                batch = self._new_batch(state, p)
+                batch.created = now
+                batch.records = items if (start == 0 and end == count) else items[start:end]
+                batch.size = BATCH_HEADER + int(cumulative[end] - cumulative[start])
+                batch.callback = callback
+                if timestamp:
+                    batch.timestamp = timestamp
+                self._close(state, batch)
+                out.append(batch)
+                if partition is None:
+                    self.partitioner.on_new_batch(state.name, state.n, p)
+                    if state.keyless >= 0:
+                        state.keyless = self.partitioner.partition(state.name, None, state.n)
+                start = end
+            self.records += count
+            self.bytes += total
+        return out
+
+    def _repartition(self, state: TopicState, partition: int, key: bytes | None) -> int:
+        partitioner = self.partitioner
+        partitioner.on_new_batch(state.name, state.n, partition)
+        if state.keyless >= 0:
+            state.keyless = partitioner.partition(state.name, None, state.n)
+        if key is None and state.keyless >= 0:
+            return state.keyless
+        if key is not None and state.hashed:
+            return int(partition_for_key(key, state.n))
+        return int(partitioner.partition(state.name, key, state.n))
+
+    def _new_batch(self, state: TopicState, partition: int) -> ProducerBatch:
+        old = state.open[partition]
+        if old is not None:
+            self._close(state, old)
+        batch = ProducerBatch(state.name, partition, time.monotonic(), int(time.time() * 1000))
+        queue = state.queues[partition]
+        queue.append(batch)
+        state.open[partition] = batch
+        if len(queue) == 1:
+            self.nonempty[(state.name, partition)] = state
+        self.wakeup()
+        return batch
+
+    def _close(self, state: TopicState, batch: ProducerBatch) -> None:
+        batch.closed = True
+        if state.open[batch.partition] is batch:
+            state.open[batch.partition] = None
+            self.wakeup()
+
+    def _wait_for_room(self, size: int, count: int = 1) -> None:
+        """Wait (the lock held by the caller, released while waiting) for room; BufferError after max.block.ms."""
+        if count > self.max_records or size > self.buffer_memory:
+            raise BufferError(
+                f"{count} record(s) of ~{size} bytes can never fit: queue.buffering.max.messages="
+                f"{self.max_records}, buffer.memory={self.buffer_memory}"
+            )
+        deadline = time.monotonic() + self.max_block
+        while self.records + count > self.max_records or self.bytes + size > self.buffer_memory:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.closing:
+                raise BufferError(
+                    f"Local: Queue full: {self.records} records (~{self.bytes} bytes) are queued "
+                    f"(queue.buffering.max.messages={self.max_records}, buffer.memory={self.buffer_memory}) "
+                    f"and no room was made within max.block.ms={self.max_block * 1000:.0f}; "
+                    "call poll()/flush() or raise the limits"
+                )
+            self.wakeup()
+            self.room.wait(left)
+
+    # -- the sender's side -----------------------------------------------------
+
+    def ready(
+        self, now: float, leader: Callable[[str, int], int], muted: Iterable[tuple[str, int]] = ()
+    ) -> tuple[dict[int, list[tuple[str, int]]], float, set[str]]:
+        """Partitions whose head batch may be sent now, by leader node.
+
+        Returns ``(ready by node, seconds until the next batch may become ready
+        (inf: none), topics with a partition whose leader is unknown)``.
+        ``muted`` partitions (a retry of theirs is pending) are skipped.
+        O(partitions with queued batches).
+        """
+        by_node: dict[int, list[tuple[str, int]]] = {}
+        unknown: set[str] = set()
+        wait = float("inf")
+        blocked = set(muted)
+        with self.lock:
+            everything = self.flushing > 0 or self.closing
+            for tp, state in self.nonempty.items():
+                if tp in blocked:
+                    continue
+                queue = state.queues[tp[1]]
+                head = queue[0]
+                if head.retry_at > now:
+                    wait = min(wait, head.retry_at - now)
+                    continue
+                full = (
+                    head.size + RECORD_OVERHEAD > self.batch_size or len(head.records) >= self.batch_records
+                )
+                if not (everything or full or head.closed or len(queue) > 1):
+                    due = head.created + self.linger - now
+                    if due > 0:
+                        wait = min(wait, due)
+                        continue
+                node = leader(tp[0], tp[1])
+                if node < 0:
+                    unknown.add(tp[0])
+                    continue
+                by_node.setdefault(node, []).append(tp)
+        return by_node, wait, unknown
+
+    def drain(self, partitions: Iterable[tuple[str, int]]) -> list[ProducerBatch]:
+        """Take the head batch of each of ``partitions`` (closing it). O(len(partitions))."""
+        out = []
+        with self.lock:
+            for tp in partitions:
+                state = self.nonempty.get(tp)
+                if state is None:
+                    continue
+                queue = state.queues[tp[1]]
+                batch = queue.popleft()
+                if not queue:
+                    del self.nonempty[tp]
+                if not batch.closed:
+                    self._close(state, batch)
+                out.append(batch)
+        return out
+
+    def reenqueue(self, batches: list[ProducerBatch]) -> None:
+        """Put batches to retry back at the head of their partitions, in the given order."""
+        with self.lock:
+            for batch in reversed(batches):
+                state = self.topics[batch.topic]
+                queue = state.queues[batch.partition]
+                queue.appendleft(batch)
+                self.nonempty[(batch.topic, batch.partition)] = state
+
+    def expired(self, now: float, timeout: float) -> list[ProducerBatch]:
+        """Remove and return queued batches older than ``timeout`` seconds (delivery.timeout.ms)."""
+        out: list[ProducerBatch] = []
+        with self.lock:
+            for tp, state in list(self.nonempty.items()):
+                queue = state.queues[tp[1]]
+                while queue and now - queue[0].created >= timeout:
+                    batch = queue.popleft()
+                    if not batch.closed:
+                        self._close(state, batch)
+                    out.append(batch)
+                if not queue:
+                    del self.nonempty[tp]
+        return out
+
+    def take_all(self) -> list[ProducerBatch]:
+        """Remove and return every queued batch (to fail them: fatal error, purge, close)."""
+        out: list[ProducerBatch] = []
+        with self.lock:
+            for tp, state in self.nonempty.items():
+                queue = state.queues[tp[1]]
+                for batch in queue:
+                    if not batch.closed:
+                        self._close(state, batch)
+                    out.append(batch)
+                queue.clear()
+            self.nonempty.clear()
+        return out
+
+    def queued(self) -> list[ProducerBatch]:
+        """Every queued batch, head first per partition (a copy; for resequencing)."""
+        with self.lock:
+            return [batch for tp, state in self.nonempty.items() for batch in state.queues[tp[1]]]
+
+    def complete(self, batch: ProducerBatch) -> None:
+        """A batch left for good (acknowledged or failed): its records free their room."""
+        with self.lock:
+            self.records -= len(batch.records)
+            self.bytes -= batch.size - BATCH_HEADER
+            assert self.records >= 0, self.records
+            self.room.notify_all()
+
+    def release(self, count: int, size: int) -> None:
+        """Records that were counted but never reached a batch (failed before it)."""
+        with self.lock:
+            self.records -= count
+            self.bytes -= size
+            self.room.notify_all()
+
+    def has_queued(self) -> bool:
+        return bool(self.nonempty)

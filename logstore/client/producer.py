@@ -1,0 +1,885 @@
+"""The producer, shaped like ``confluent_kafka.Producer``.
+
+>>> import tempfile
+>>> from logstore.client.producer import Producer
+>>> with tempfile.TemporaryDirectory() as d:
+...     with Producer({"bootstrap.servers": f"embedded://{d}"}) as p:
+...         seen = []
+...         p.produce("doc", b"hello", key=b"k", on_delivery=lambda err, msg: seen.append((err, msg.offset())))
+...         p.flush(10)
+...     seen
+0
+[(None, 0)]
+
+How a record travels (Kafka's ``KafkaProducer``): ``produce()`` runs the
+interceptors' ``on_send``, the serializers, and the partitioner, and appends
+the record to the :class:`~logstore.client.accumulator.RecordAccumulator`; it
+returns at once (blocking only while the buffer is full, up to
+``max.block.ms``, then ``BufferError``). The
+:class:`~logstore.client.sender.Sender` thread sends batches to the partition
+leaders and settles the answers; delivery reports are queued and run by
+``poll()`` / ``flush()`` on the application's thread, as confluent-kafka does.
+
+A record whose topic has no metadata yet waits (counted in ``len()``) until
+the sender has it: the first record to a new topic is never blocked on the
+network. If the metadata says the topic does not exist (after a refresh,
+``auto.create.topics.enable=false`` on the broker), those records fail with
+UNKNOWN_TOPIC_OR_PART in their delivery reports, and ``produce()`` to that
+topic raises KafkaException(UNKNOWN_TOPIC_OR_PART) for the next
+``retry.backoff.max.ms`` (then the topic is looked up again). Records that get
+no metadata within ``max.block.ms`` (no broker reachable) fail with
+``_MSG_TIMED_OUT``; ``error_cb`` hears ``_ALL_BROKERS_DOWN`` as soon as a
+metadata request finds no broker.
+
+Records with neither headers nor their own ``timestamp`` take the CreateTime
+of their batch (the wall clock when the batch was opened, at most ``linger.ms``
+before the record when batches drain on time): they are encoded by the C fast
+path with no per-record timestamp.
+
+Idempotence is on by default (Kafka 3.x's defaults): acks=all, at most 5
+requests in flight, retries until ``delivery.timeout.ms``. As in Kafka, setting
+``acks`` to 0/1, ``retries`` to 0, or more than 5 in flight without setting
+``enable.idempotence`` turns idempotence off; setting ``enable.idempotence=true``
+with any of those is a ConfigError. See :mod:`logstore.client.sender` for how
+sequence errors are handled (KIP-360's reset; fatal errors).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from logstore._speedups import partition_for_key, partition_for_keys
+from logstore.client.accumulator import (
+    BATCH_HEADER,
+    HEADER_OVERHEAD,
+    RECORD_OVERHEAD,
+    TIMESTAMP_OVERHEAD,
+    ProducerBatch,
+    RecordAccumulator,
+    TopicState,
+)
+from logstore.client.cluster import Cluster
+from logstore.client.config import ClientConfig, ConfigError
+from logstore.client.errors import KafkaError, KafkaException, local
+from logstore.client.partitioner import get_partitioner
+from logstore.client.sender import Sender
+from logstore.client.types import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
+from logstore.records import Record
+
+_log = logging.getLogger("logstore.client.producer")
+
+MAX_IDEMPOTENT_IN_FLIGHT = 5
+DeliveryCallback = Callable[[Any, Any], Any]
+Headers = Sequence[tuple[str, Any]] | Mapping[str, Any] | None
+
+
+class _Pending:
+    """A record waiting for its topic's first metadata (the partition may be -1: not chosen yet)."""
+
+    __slots__ = ("callback", "created", "item", "key", "partition", "size")
+
+    def __init__(self, partition: int, item: Any, size: int, callback: DeliveryCallback | None,
+                 key: bytes | None, created: float) -> None:  # fmt: skip
+        self.partition = partition
+        self.item = item
+        self.size = size
+        self.callback = callback
+        self.key = key
+        self.created = created
+
+
+class Producer:
+    """An asynchronous producer with confluent-kafka's methods (see the module docstring).
+
+    Thread-safe: ``produce`` may be called from several threads; ``poll`` and
+    ``flush`` run callbacks on the calling thread.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        cfg = ClientConfig.parse(config, "producer", **kwargs)
+        self.config = cfg
+        acks, idempotent = _idempotence(cfg)
+        if cfg["transactional.id"] is not None:
+            raise ConfigError("transactional.id: transactions are not supported by this producer")
+        try:
+            self._partitioner = get_partitioner(cfg["partitioner"])
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"partitioner: {e}") from None
+        self._interceptors = tuple(cfg["interceptors"])
+        for interceptor in self._interceptors:
+            if not (hasattr(interceptor, "on_send") or hasattr(interceptor, "on_acknowledgement")):
+                raise ConfigError(
+                    f"interceptors: {interceptor!r} has neither on_send(msg) nor on_acknowledgement(msg, err)"
+                )
+        self._key_serializer = cfg["key.serializer"]
+        self._value_serializer = cfg["value.serializer"]
+        self._default_callback: DeliveryCallback | None = cfg["on_delivery"]
+        self._only_errors = bool(cfg["delivery.report.only.error"])
+        self._error_cb: Callable[[KafkaError], Any] | None = cfg["error_cb"]
+        message_max = int(cfg["message.max.bytes"])
+        self._max_record = message_max - BATCH_HEADER
+        self._missing_for = cfg.seconds("retry.backoff.max.ms")
+        self._max_block = cfg.seconds("max.block.ms")
+
+        self._events = threading.Condition()  # guards the report queue; notified on every completion
+        self._reports: collections.deque[tuple[ProducerBatch, KafkaError | None, int, int]] = (
+            collections.deque()
+        )
+        self._report_records = 0
+        self._errors: collections.deque[KafkaError] = collections.deque()
+        self._pending: dict[str, list[_Pending]] = {}
+        self._pending_lock = threading.Lock()
+        self._pending_count = 0
+        self._missing: dict[str, tuple[float, KafkaError]] = {}
+        self._closed = False
+        self._fatal: KafkaError | None = None
+
+        self._cluster = Cluster(cfg)
+        self._acc = RecordAccumulator(
+            batch_size=min(int(cfg["batch.size"]), message_max),
+            batch_records=int(cfg["batch.num.messages"]),
+            linger=cfg.seconds("linger.ms"),
+            buffer_memory=int(cfg["buffer.memory"]),
+            max_records=int(cfg["queue.buffering.max.messages"]),
+            max_block=self._max_block,
+            partitioner=self._partitioner,
+        )
+        self._states = self._acc.topics  # read without a lock by produce(): a dict lookup is atomic
+        self._sender = Sender(cfg, self._cluster, self._acc, self, idempotent, acks)
+        self._sender.on_fatal = self._set_fatal
+        self._acc.wakeup = self._sender.wake.set
+        # produce()'s fast path needs no interceptor, serializer, fatal error or close.
+        self._plain = not (self._interceptors or self._key_serializer or self._value_serializer)
+        self.produce = _fast_produce(self)  # type: ignore[method-assign]
+        self._sender.start()
+
+    # -- producing -------------------------------------------------------------
+
+    def produce(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: DeliveryCallback | None = None,
+        timestamp: int = 0,
+        headers: Headers = None,
+        callback: DeliveryCallback | None = None,
+    ) -> None:
+        """Queue one record; returns at once. ``callback`` is an alias of ``on_delivery``.
+
+        ``value``/``key``: bytes or str (utf-8), or anything the configured
+        serializers take. ``headers``: a list of (str, bytes|str|None) or a dict.
+        ``timestamp``: ms since the epoch (0: now). Raises BufferError when the
+        queue stays full for ``max.block.ms``; KafkaException for a record over
+        ``message.max.bytes`` (MSG_SIZE_TOO_LARGE), a partition the topic lacks
+        (``_UNKNOWN_PARTITION``), a topic known not to exist
+        (UNKNOWN_TOPIC_OR_PART), or after a fatal error / close. O(1) plus the
+        record's bytes; one lock taken.
+        """
+        # Each instance's ``produce`` is the fast path of _fast_produce(); this class-level
+        # method, used when called unbound, takes the general path (same behaviour).
+        return self._produce(topic, value, key, partition, on_delivery or callback, timestamp, headers)
+
+    def _produce(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int,
+        callback: DeliveryCallback | None,
+        timestamp: int,
+        headers: Headers,
+    ) -> None:
+        """The general path: interceptors, serializers, headers, timestamps, new topics."""
+        self._check_usable()
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"topic must be a non-empty str, not {topic!r}")
+        if not isinstance(partition, int):
+            raise TypeError(f"partition must be an int, not {type(partition).__name__}")
+        header_list = _headers(headers)
+        message: Message | None = None
+        if self._interceptors:
+            message = Message(
+                topic, partition, -1, key, value, (TIMESTAMP_CREATE_TIME, timestamp), header_list
+            )
+            message = self._on_send(message)
+            topic, partition = message.topic() or topic, message.partition()
+            key, value, header_list = message.key(), message.value(), message.headers()
+            header_list = _headers(header_list)
+        try:
+            if self._key_serializer is not None and key is not None:
+                key = _serialized(self._key_serializer, key, "key")
+            if self._value_serializer is not None and value is not None:
+                value = _serialized(self._value_serializer, value, "value")
+            if value is not None and value.__class__ is not bytes:
+                value = _to_bytes(value, "value")
+            if key is not None and key.__class__ is not bytes:
+                key = _to_bytes(key, "key")
+            size = (
+                RECORD_OVERHEAD
+                + (len(key) if key is not None else 0)
+                + (len(value) if value is not None else 0)
+            )
+            if timestamp or header_list:
+                size += TIMESTAMP_OVERHEAD if timestamp else 0
+                for name, data in header_list or ():
+                    size += HEADER_OVERHEAD + len(name.encode()) + (len(data) if data is not None else 0)
+                item: Any = Record(key, value, tuple(header_list or ()), timestamp or None)
+            else:
+                item = value if key is None else (key, value)
+            if size > self._max_record:
+                raise KafkaException(self._too_large(size))
+            state = self._states.get(topic)
+            if state is None:
+                state = self._wait_or_pend(topic, partition, item, size, callback, key)
+                if state is None:
+                    return  # waiting for metadata
+            if partition >= state.n:
+                raise KafkaException(self._unknown_partition(topic, partition, state.n))
+            chosen = partition < 0
+            if chosen:
+                partition = self._choose(state, key)
+            self._acc.append(state, partition, item, size, callback, key, chosen)
+        except KafkaException as e:
+            if message is not None:
+                self._acknowledge_one(message, e.error)
+            raise
+        except BufferError as e:
+            if message is not None:
+                self._acknowledge_one(message, local("_QUEUE_FULL", str(e)))
+            raise
+
+    def _choose(self, state: TopicState, key: bytes | None) -> int:
+        if key is None and state.keyless >= 0:
+            return state.keyless
+        if key is not None and state.hashed:
+            return int(partition_for_key(key, state.n))
+        return int(self._partitioner.partition(state.name, key, state.n))
+
+    def _wait_or_pend(
+        self, topic: str, partition: int, item: Any, size: int, callback: DeliveryCallback | None,
+        key: bytes | None,
+    ) -> TopicState | None:  # fmt: skip
+        """The topic's state if its metadata is known now; else the record waits (None)."""
+        missing = self._missing.get(topic)
+        if missing is not None:
+            if time.monotonic() - missing[0] < self._missing_for:
+                raise KafkaException(missing[1])
+            del self._missing[topic]
+        meta = self._cluster.topics.get(topic)
+        if meta is not None and not meta.error and meta.partitions:
+            with self._pending_lock:
+                if topic not in self._pending:
+                    return self._acc.topic_state(topic, len(meta.partitions))
+        self._acc.reserve(1, size)
+        with self._pending_lock:
+            state = self._states.get(topic)
+            if state is None:
+                self._pending.setdefault(topic, []).append(
+                    _Pending(partition, item, size, callback, key, time.monotonic())
+                )
+                self._pending_count += 1
+        if state is None:
+            self._sender.request_metadata()
+            return None
+        self._acc.release(1, size)  # the topic became known meanwhile
+        return state
+
+    def produce_batch(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        partition: int = -1,
+        on_delivery: DeliveryCallback | None = None,
+        timestamp: int = 0,
+        headers: Headers = None,
+        callback: DeliveryCallback | None = None,
+    ) -> int:
+        """Queue many records at once; returns how many were queued (all of them, or it raises).
+
+        The records are cut into whole batches in one pass (no per-record
+        Python for bytes values with bytes or no keys): keyed records are
+        partitioned in C (``murmur2`` partitioners), keyless ones go to the
+        sticky partition, moving on after each batch. ``on_delivery`` is called
+        for each record. Interceptors and serializers, when configured, run per
+        record. Raises as ``produce`` does. O(len(values)).
+        """
+        callback = on_delivery or callback
+        values = list(values)
+        count = len(values)
+        if keys is not None:
+            keys = list(keys)
+            if len(keys) != count:
+                raise ValueError(f"produce_batch: {len(keys)} keys for {count} values")
+        if not count:
+            return 0
+        if self._plain and headers is None and topic not in self._states:
+            self._topic_now(topic)
+        if not self._plain or headers is not None or topic not in self._states:
+            for i in range(count):
+                self._produce(topic, values[i], None if keys is None else keys[i], partition, callback,
+                              timestamp, headers)  # fmt: skip
+            return count
+        self._check_usable()
+        state = self._states[topic]
+        lengths = _lengths(values, "value")
+        if keys is not None:
+            lengths += _lengths(keys, "key")
+        lengths += RECORD_OVERHEAD
+        largest = int(lengths.max())
+        if largest > self._max_record:
+            raise KafkaException(self._too_large(largest))
+        if partition >= state.n:
+            raise KafkaException(self._unknown_partition(topic, partition, state.n))
+        items: list[Any] = values if keys is None else list(zip(keys, values, strict=True))
+        if partition >= 0 or keys is None:
+            self._append_group(
+                state, None if partition < 0 else partition, items, lengths, callback, timestamp
+            )
+            return count
+        if state.hashed:
+            parts = np.asarray(partition_for_keys(keys, state.n), dtype=np.int64)
+        else:
+            parts = np.asarray(
+                [-1 if k is None else self._partitioner.partition(topic, k, state.n) for k in keys],
+                dtype=np.int64,
+            )
+        order = np.argsort(parts, kind="stable")
+        sorted_parts = parts[order]
+        cuts = np.flatnonzero(np.diff(sorted_parts)) + 1
+        starts = np.concatenate(([0], cuts))
+        ends = np.concatenate((cuts, [count]))
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            index = order[start:end]
+            group = list(map(items.__getitem__, index.tolist()))
+            p = int(sorted_parts[start])
+            self._append_group(state, None if p < 0 else p, group, lengths[index], callback, timestamp)
+        return count
+
+    def _topic_now(self, topic: str) -> None:
+        """Look ``topic`` up now (produce_batch), unless records already wait for it."""
+        self._check_usable()
+        if topic in self._pending:
+            return
+        meta = self._cluster.topics.get(topic)
+        if meta is None or meta.error:
+            try:
+                self._cluster.refresh([topic], auto_create=self._sender.auto_create())
+            except KafkaException:
+                return  # the records wait for the sender's lookup
+            meta = self._cluster.topics.get(topic)
+        if meta is not None and meta.error == KafkaError.UNKNOWN_TOPIC_OR_PART:  # type: ignore[attr-defined]
+            raise KafkaException(KafkaError(meta.error, f"topic {topic!r} does not exist"))
+        if meta is not None and not meta.error and meta.partitions:
+            with self._pending_lock:
+                if topic not in self._pending:
+                    self._acc.topic_state(topic, len(meta.partitions))
+
+    def _append_group(self, state: TopicState, partition: int | None, items: list[Any],
+                      lengths: np.ndarray[Any, Any], callback: DeliveryCallback | None, timestamp: int) -> None:  # fmt: skip
+        cumulative = np.zeros(len(items) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=cumulative[1:])
+        self._acc.append_many(state, partition, items, cumulative, callback, timestamp)
+
+    # -- delivery reports --------------------------------------------------------
+
+    def poll(self, timeout: float | None = None) -> int:
+        """Run the delivery callbacks (and ``error_cb``) queued so far, waiting up to
+        ``timeout`` seconds (None or negative: until one arrives) for the first.
+        Returns how many callbacks ran."""
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        with self._events:
+            while not self._reports and not self._errors:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return 0
+                self._events.wait(left)
+            reports = self._reports
+            self._reports = collections.deque()
+            errors = list(self._errors)
+            self._errors.clear()
+        return self._serve(reports, errors)
+
+    def _serve(self, reports: Iterable[tuple[ProducerBatch, KafkaError | None, int, int]],
+               errors: list[KafkaError]) -> int:  # fmt: skip
+        served = 0
+        first: BaseException | None = None
+        for client_error in errors:
+            if self._error_cb is not None:
+                try:
+                    self._error_cb(client_error)
+                    served += 1
+                except Exception as e:
+                    first = first or e
+        for batch, error, base_offset, append_time in reports:
+            try:
+                served += self._report(batch, error, base_offset, append_time)
+            except Exception as e:
+                first = first or e
+            finally:
+                with self._events:
+                    self._report_records -= len(batch.records)
+                    self._events.notify_all()
+        if first is not None:
+            raise first
+        return served
+
+    def _report(
+        self, batch: ProducerBatch, error: KafkaError | None, base_offset: int, append_time: int
+    ) -> int:
+        if error is None and self._only_errors:
+            return 0
+        default = batch.callback or self._default_callback
+        records = batch.records
+        if batch.callbacks is None:
+            if default is None:
+                return 0
+            pairs: Iterable[tuple[int, DeliveryCallback]] = zip(
+                range(len(records)), itertools.repeat(default)
+            )
+        elif default is None:
+            pairs = batch.callbacks
+        else:
+            own = dict(batch.callbacks)
+            pairs = ((i, own.get(i, default)) for i in range(len(records)))
+        first: BaseException | None = None
+        served = 0
+        for i, cb in pairs:
+            message = _message(batch, i, error, base_offset, append_time)
+            try:
+                cb(error, message)
+            except Exception as e:
+                first = first or e
+            served += 1
+        if first is not None:
+            raise first
+        return served
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send every queued record now (``linger.ms`` ignored) and wait for their delivery
+        reports, running callbacks; returns how many records are still queued (0: all done).
+        ``timeout`` seconds (None or negative: no limit)."""
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        with self._acc.lock:
+            self._acc.flushing += 1
+        self._sender.wake.set()
+        try:
+            while True:
+                self.poll(0)
+                if len(self) == 0:
+                    return 0
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return len(self)
+                with self._events:
+                    if not self._reports and not self._errors and len(self):
+                        self._events.wait(0.1 if left is None else min(left, 0.1))
+        finally:
+            with self._acc.lock:
+                self._acc.flushing -= 1
+
+    def __len__(self) -> int:
+        """Records queued or in flight, plus delivery reports not yet served by poll()."""
+        return self._acc.records + self._report_records
+
+    def __bool__(self) -> bool:
+        return True
+
+    # -- the sender's reports (its thread) ------------------------------------------
+
+    def delivered(
+        self, batch: ProducerBatch, error: KafkaError | None, base_offset: int, append_time: int
+    ) -> None:
+        if self._interceptors:
+            for i in range(len(batch.records)):
+                self._acknowledge_one(_message(batch, i, error, base_offset, append_time), error)
+        wanted = (
+            batch.callback is not None or batch.callbacks is not None or self._default_callback is not None
+        )
+        with self._events:
+            if wanted and not (error is None and self._only_errors):
+                self._reports.append((batch, error, base_offset, append_time))
+                self._report_records += len(batch.records)
+            self._events.notify_all()
+
+    def client_error(self, error: KafkaError) -> None:
+        _log.debug("producer error: %s", error)
+        if self._error_cb is None:
+            return
+        with self._events:
+            self._errors.append(error)
+            self._events.notify_all()
+
+    def pending_topics(self) -> set[str]:
+        return set(self._pending)
+
+    def metadata_updated(self) -> None:
+        """Move records waiting for metadata into batches, or fail them (the sender's thread)."""
+        if not self._pending:
+            return
+        now = time.monotonic()
+        failed: list[tuple[str, _Pending, KafkaError]] = []
+        with self._pending_lock:
+            for topic in list(self._pending):
+                meta = self._cluster.topics.get(topic)
+                waiting = self._pending[topic]
+                if meta is not None and not meta.error and meta.partitions:
+                    del self._pending[topic]
+                    self._pending_count -= len(waiting)
+                    state = TopicState(topic, len(meta.partitions), self._partitioner)
+                    for record in waiting:
+                        if record.partition >= state.n:
+                            failed.append(
+                                (topic, record, self._unknown_partition(topic, record.partition, state.n))
+                            )
+                            continue
+                        chosen = record.partition < 0
+                        p = self._choose(state, record.key) if chosen else record.partition
+                        self._acc.append_reserved(state, p, record.item, record.size, record.callback,
+                                                  record.key, chosen)  # fmt: skip
+                    with self._acc.lock:
+                        known = self._acc.topics.get(topic)
+                        if known is None:
+                            self._acc.topics[topic] = state
+                    continue
+                if meta is not None and meta.error == KafkaError.UNKNOWN_TOPIC_OR_PART:  # type: ignore[attr-defined]
+                    error = KafkaError(
+                        meta.error,
+                        f"topic {topic!r} does not exist (and the broker does not create it: "
+                        "auto.create.topics.enable=false)",
+                    )
+                    self._missing[topic] = (now, error)
+                    del self._pending[topic]
+                    self._pending_count -= len(waiting)
+                    failed.extend((topic, record, error) for record in waiting)
+                    continue
+                late = [r for r in waiting if now - r.created >= self._max_block]
+                if late:
+                    error = local(
+                        "_MSG_TIMED_OUT",
+                        f"no metadata for topic {topic!r} within max.block.ms={self._max_block * 1000:.0f}"
+                        + (f" (topic error {KafkaError(meta.error).name()})" if meta is not None else
+                           " (no broker answered)"),
+                    )  # fmt: skip
+                    self._pending[topic] = [r for r in waiting if now - r.created < self._max_block]
+                    if not self._pending[topic]:
+                        del self._pending[topic]
+                    self._pending_count -= len(late)
+                    failed.extend((topic, record, error) for record in late)
+        for topic, record, error in failed:
+            batch = ProducerBatch(topic, record.partition, now, int(time.time() * 1000))
+            batch.records.append(record.item)
+            batch.size += record.size
+            if record.callback is not None:
+                batch.callbacks = [(0, record.callback)]
+            try:
+                self.delivered(batch, error, -1, -1)
+            finally:
+                self._acc.release(1, record.size)
+
+    # -- errors ----------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._fatal is not None:
+            raise KafkaException(self._fatal)
+        if self._closed:
+            raise KafkaException(local("_DESTROY", "the producer is closed"))
+
+    def _set_fatal(self, error: KafkaError) -> None:
+        self._fatal = error
+        self._plain = False
+
+    def _too_large(self, size: int) -> KafkaError:
+        return KafkaError(
+            KafkaError.MSG_SIZE_TOO_LARGE,  # type: ignore[attr-defined]
+            f"a record of ~{size + BATCH_HEADER} bytes (with its batch header) is larger than "
+            f"message.max.bytes={self._max_record + BATCH_HEADER}",
+        )
+
+    @staticmethod
+    def _unknown_partition(topic: str, partition: int, n: int) -> KafkaError:
+        return local("_UNKNOWN_PARTITION", f"topic {topic!r} has partitions 0..{n - 1}, not {partition}")
+
+    # -- interceptors ------------------------------------------------------------------
+
+    def _on_send(self, message: Message) -> Message:
+        for interceptor in self._interceptors:
+            on_send = getattr(interceptor, "on_send", None)
+            if on_send is None:
+                continue
+            try:
+                changed = on_send(message)
+            except Exception:
+                _log.exception("interceptor %r on_send failed; the record goes on unchanged", interceptor)
+                continue
+            if isinstance(changed, Message):
+                message = changed
+        return message
+
+    def _acknowledge_one(self, message: Message, error: KafkaError | None) -> None:
+        for interceptor in self._interceptors:
+            on_ack = getattr(interceptor, "on_acknowledgement", None)
+            if on_ack is None:
+                continue
+            try:
+                on_ack(message, error)
+            except Exception:
+                _log.exception("interceptor %r on_acknowledgement failed", interceptor)
+
+    # -- the rest of confluent's surface ---------------------------------------------
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """The cluster's brokers and topics (all, or ``topic``) as confluent's ``ClusterMetadata``
+        (``logstore.client.admin``'s); a named topic is created if the broker allows it, as
+        librdkafka's producer does. Refreshes this producer's metadata too; bounded by
+        ``request.timeout.ms`` (``timeout`` seconds, when shorter)."""
+        from logstore.client import admin  # the metadata classes live with the AdminClient
+
+        limit = None if timeout is None or timeout < 0 else float(timeout)
+        # As librdkafka's producer: naming a topic may create it (allow.auto.create.topics, on for producers).
+        create = topic is not None and self._sender.auto_create()
+        response = self._cluster.refresh(None if topic is None else [topic], auto_create=create, timeout=limit)
+        return admin.cluster_metadata(response)
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Fail every record still queued (not yet sent) with ``_PURGE_QUEUE``; records in flight
+        complete as they will. Their reports are served by the next poll()."""
+        if not in_queue:
+            return
+        error = KafkaError(-152, "Local: Purged in queue")
+        for batch in self._acc.take_all():
+            if batch.sent:
+                self._acc.reenqueue([batch])  # in the hands of the sender: keep it
+                continue
+            try:
+                self.delivered(batch, error, -1, -1)
+            finally:
+                self._acc.complete(batch)
+
+    def close(self, timeout: float | None = None) -> int:
+        """Flush (up to ``timeout`` seconds), then stop: records still queued fail with
+        ``_DESTROY``. Returns how many records were not delivered in time."""
+        if self._closed:
+            return 0
+        left = self.flush(timeout) if self._fatal is None else len(self)
+        self._closed = True
+        self._plain = False
+        self._sender.stop(force=True)
+        self._sender.join(30)
+        self._acc.closing = True
+        with self._pending_lock:
+            pending = self._pending
+            self._pending = {}
+        for records in pending.values():
+            for record in records:
+                self._acc.release(1, record.size)
+        self._cluster.close()
+        self.poll(0)
+        return left
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Producer {self.config['client.id']} queued={len(self)}>"
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _fast_produce(producer: Producer) -> Callable[..., None]:
+    """``producer.produce`` with the accumulator's append inlined (one lock, no call) for
+    records that need no interceptor, serializer, header or timestamp, and whose topic's
+    metadata is known; anything else takes ``Producer._produce``. Everything that is fixed
+    for the producer's life is a closure variable, so a record costs a handful of
+    attribute lookups. O(1) plus the record's bytes."""
+    producer_ = producer
+    states_get = producer._states.get
+    acc = producer._acc
+    lock = acc.lock
+    batch_size = acc.batch_size
+    batch_records = acc.batch_records
+    max_records = acc.max_records
+    buffer_memory = acc.buffer_memory
+    append = acc.append
+    max_record = producer._max_record
+    partitioner = producer._partitioner
+    general = producer._produce
+    overhead = RECORD_OVERHEAD
+
+    def produce(
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: DeliveryCallback | None = None,
+        timestamp: int = 0,
+        headers: Headers = None,
+        callback: DeliveryCallback | None = None,
+    ) -> None:
+        if timestamp or headers is not None or not producer_._plain:
+            return general(topic, value, key, partition, on_delivery or callback, timestamp, headers)
+        if value.__class__ is not bytes and value is not None:
+            value = _to_bytes(value, "value")
+        state = states_get(topic)
+        if state is None:
+            return general(topic, value, key, partition, on_delivery or callback, timestamp, headers)
+        if key is None:
+            item = value
+            size = overhead if value is None else overhead + len(value)
+        else:
+            if key.__class__ is not bytes:
+                key = _to_bytes(key, "key")
+            item = (key, value)
+            size = overhead + len(key) if value is None else overhead + len(key) + len(value)
+        if size > max_record:
+            raise KafkaException(producer_._too_large(size))
+        chosen = partition < 0
+        if chosen:
+            if key is None:
+                partition = state.keyless
+                if partition < 0:
+                    partition = partitioner.partition(topic, None, state.n)
+            elif state.hashed:
+                partition = partition_for_key(key, state.n)
+            else:
+                partition = partitioner.partition(topic, key, state.n)
+        elif partition >= state.n:
+            raise KafkaException(producer_._unknown_partition(topic, partition, state.n))
+        if callback is None:
+            callback = on_delivery
+        with lock:
+            batch = state.open[partition]
+            if not (
+                batch is None
+                or batch.size + size > batch_size
+                or len(batch.records) >= batch_records
+                or acc.records >= max_records
+                or acc.bytes + size > buffer_memory
+            ):
+                batch.records.append(item)
+                batch.size += size
+                acc.records += 1
+                acc.bytes += size
+                if callback is not None:
+                    if batch.callbacks is None:
+                        batch.callbacks = []
+                    batch.callbacks.append((len(batch.records) - 1, callback))
+                return None
+        # A new batch (and maybe another sticky partition), or waiting for room.
+        append(state, partition, item, size, callback, key, chosen)
+        return None
+
+    produce.__doc__ = Producer.produce.__doc__
+    return produce
+
+
+def _idempotence(cfg: ClientConfig) -> tuple[int, bool]:
+    """(acks, idempotent) per Kafka 3.x's rules (see the module docstring)."""
+    acks = int(cfg["acks"])
+    in_flight = int(cfg["max.in.flight.requests.per.connection"])
+    retries = int(cfg["retries"])
+    conflicts = []
+    if acks != -1:
+        conflicts.append(f"acks={acks} (idempotence needs acks=all)")
+    if in_flight > MAX_IDEMPOTENT_IN_FLIGHT:
+        conflicts.append(f"max.in.flight.requests.per.connection={in_flight} (at most 5)")
+    if retries == 0:
+        conflicts.append("retries=0 (idempotence retries)")
+    if not cfg["enable.idempotence"]:
+        return acks, False
+    if "enable.idempotence" in cfg.given:
+        if conflicts:
+            raise ConfigError("enable.idempotence=true conflicts with " + "; ".join(conflicts))
+        return acks, True
+    return acks, not conflicts
+
+
+def _to_bytes(value: Any, what: str) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    raise TypeError(
+        f"{what} must be bytes or str (or configure {what}.serializer), not {type(value).__name__}"
+    )
+
+
+def _len_or_zero(value: bytes | None) -> int:
+    return 0 if value is None else len(value)
+
+
+def _lengths(items: list[Any], what: str) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """The byte lengths of ``items`` (None: 0), converting str and other buffers to bytes
+    in place. All bytes: two passes in C (``map(type)``, ``map(len)``)."""
+    kinds = set(map(type, items))
+    if kinds == {bytes}:
+        return np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+    if kinds - {bytes, type(None)}:
+        items[:] = [v if v is None or v.__class__ is bytes else _to_bytes(v, what) for v in items]
+    return np.fromiter(map(_len_or_zero, items), dtype=np.int64, count=len(items))
+
+
+def _serialized(serializer: Callable[[Any], Any], obj: Any, what: str) -> bytes | None:
+    try:
+        out = serializer(obj)
+    except Exception as e:
+        raise KafkaException(local("_INVALID_ARG", f"{what}.serializer failed: {e!r}")) from e
+    if out is None or out.__class__ is bytes:
+        return out
+    return _to_bytes(out, what)
+
+
+def _headers(headers: Headers) -> list[tuple[str, bytes | None]] | None:
+    if headers is None:
+        return None
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for pair in pairs:
+        try:
+            name, data = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"headers must be (str, bytes|str|None) pairs or a dict, not {pair!r}") from None
+        if not isinstance(name, str):
+            raise TypeError(f"a header name must be a str, not {type(name).__name__}")
+        if data is not None and data.__class__ is not bytes:
+            data = _to_bytes(data, f"header {name!r}")
+        out.append((name, data))
+    return out
+
+
+def _message(
+    batch: ProducerBatch, index: int, error: KafkaError | None, base_offset: int, append_time: int
+) -> Message:
+    item = batch.records[index]
+    headers = None
+    stamp = batch.timestamp
+    if item is None or item.__class__ is bytes:
+        key, value = None, item
+    elif item.__class__ is tuple:
+        key, value = item
+    else:
+        key, value = item.key, item.value
+        headers = list(item.headers) or None
+        if item.timestamp is not None:
+            stamp = item.timestamp
+    timestamp = (
+        (TIMESTAMP_LOG_APPEND_TIME, append_time) if append_time >= 0 else (TIMESTAMP_CREATE_TIME, stamp)
+    )
+    offset = base_offset + index if base_offset >= 0 else -1
+    return Message(batch.topic, batch.partition, offset, key, value, timestamp, headers, error)
