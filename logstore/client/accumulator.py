@@ -209,32 +209,9 @@ class RecordAccumulator:
         with self.lock:
             if self.records >= self.max_records or self.bytes + size > self.buffer_memory:
                 self._wait_for_room(size)
-            batch = state.open[partition]
-            if (
-                batch is None
-                or batch.size + size > self.batch_size
-                or len(batch.records) >= self.batch_records
-            ):
-                if chosen:
-                    partition = self._repartition(state, partition, key)
-                    batch = state.open[partition]
-                if (
-                    batch is None
-                    or batch.size + size > self.batch_size
-                    or len(batch.records) >= self.batch_records
-                ):
-                    batch = self._new_batch(state, partition)
-            batch.records.append(item)
-            batch.size += size
-            if callback is not None:
-                if batch.callbacks is None:
-                    batch.callbacks = []
-                batch.callbacks.append((len(batch.records) - 1, callback))
             self.records += 1
             self.bytes += size
-            if batch.size + RECORD_OVERHEAD > self.batch_size or len(batch.records) >= self.batch_records:
-                self._close(state, batch)
-            return partition
+            return self._place(state, partition, item, size, callback, key, chosen)
 
     def append_reserved(
         self, state: TopicState, partition: int, item: Item, size: int, callback: DeliveryCallback | None,
@@ -242,30 +219,34 @@ class RecordAccumulator:
     ) -> int:  # fmt: skip
         """``append`` for a record whose room was taken by ``reserve`` (never blocks)."""
         with self.lock:
-            batch = state.open[partition]
-            if (
-                batch is None
-                or batch.size + size > self.batch_size
-                or len(batch.records) >= self.batch_records
-            ):
-                if chosen:
-                    partition = self._repartition(state, partition, key)
-                    batch = state.open[partition]
-                if (
-                    batch is None
-                    or batch.size + size > self.batch_size
-                    or len(batch.records) >= self.batch_records
-                ):
-                    batch = self._new_batch(state, partition)
-            batch.records.append(item)
-            batch.size += size
-            if callback is not None:
-                if batch.callbacks is None:
-                    batch.callbacks = []
-                batch.callbacks.append((len(batch.records) - 1, callback))
-            if batch.size + RECORD_OVERHEAD > self.batch_size or len(batch.records) >= self.batch_records:
-                self._close(state, batch)
-            return partition
+            return self._place(state, partition, item, size, callback, key, chosen)
+
+    def _place(
+        self, state: TopicState, partition: int, item: Item, size: int, callback: DeliveryCallback | None,
+        key: bytes | None, chosen: bool,
+    ) -> int:  # fmt: skip
+        """Append to ``partition``'s open batch, or a new one (repartitioning a chosen partition
+        first, KIP-480); close the batch once full. Holds ``self.lock``. Returns the partition."""
+        batch = state.open[partition]
+        if not self._fits(batch, size):
+            if chosen:
+                partition = self._repartition(state, partition, key)
+                batch = state.open[partition]
+            if not self._fits(batch, size):
+                batch = self._new_batch(state, partition)
+        assert batch is not None
+        batch.records.append(item)
+        batch.size += size
+        if callback is not None:
+            if batch.callbacks is None:
+                batch.callbacks = []
+            batch.callbacks.append((len(batch.records) - 1, callback))
+        if batch.size + RECORD_OVERHEAD > self.batch_size or len(batch.records) >= self.batch_records:
+            self._close(state, batch)
+        return partition
+
+    def _fits(self, batch: ProducerBatch | None, size: int) -> bool:
+        return batch is not None and batch.size + size <= self.batch_size and len(batch.records) < self.batch_records
 
     def reserve(self, count: int, size: int) -> None:
         """Count records not yet placed in a batch (waiting for their topic's metadata);
