@@ -46,7 +46,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -295,41 +294,54 @@ def embedded_run(n: int, value: bytes, timeout: float, workdir: str) -> dict[str
             "produce_records_per_s": n / produced, "consume_records_per_s": n / consumed}  # fmt: skip
 
 
+def latency_child(client: str, bootstrap: str, topic: str, total: int, seconds: float) -> None:
+    """The reading half of the latency workload, in a process of its own (prints the latencies as JSON)."""
+    kafka = module(client)
+    consumer = kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "latency", "enable.auto.commit": False,
+                               "fetch.wait.max.ms": 5})  # fmt: skip
+    consumer.assign([kafka.TopicPartition(topic, 0, kafka.OFFSET_END)])
+    consumer.poll(0.5)  # the first fetch is in flight before the first send
+    print("ready", flush=True)
+    latencies: list[float] = []
+    deadline = time.monotonic() + seconds + 30
+    while len(latencies) < total and time.monotonic() < deadline:
+        m = consumer.poll(0.1)  # consume(n, t) would wait for n records or t
+        if m is not None and m.error() is None:
+            latencies.append(time.monotonic() - float(m.value()))
+    consumer.close()
+    print(json.dumps(latencies), flush=True)
+
+
 def latency_run(kafka: ModuleType, bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str, float]:
-    """p50/p99 of send -> receive at ``rate`` records/s, linger.ms=0, acks=1."""
+    """p50/p99 of send -> receive at ``rate`` records/s, linger.ms=0, acks=1.
+
+    As Kafka's end-to-end latency tool, the consumer runs apart from the producer (a child
+    process): in one process, Python threads of the two would wait on each other for the GIL.
+    Send times are CLOCK_MONOTONIC, which both processes share.
+    """
     producer = kafka.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
     producer.list_topics(topic, timeout=CONNECT_TIMEOUT_S)
-    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": "latency", "enable.auto.commit": False,
-                              "fetch.wait.max.ms": 5}  # fmt: skip
-    consumer = kafka.Consumer(config)
-    consumer.assign([kafka.TopicPartition(topic, 0, kafka.OFFSET_END)])
-    latencies: list[float] = []
     total = int(rate * seconds)
-    stop = threading.Event()
-
-    def read() -> None:
-        deadline = time.monotonic() + seconds + 30
-        while len(latencies) < total and time.monotonic() < deadline and not stop.is_set():
-            m = consumer.poll(0.1)  # consume(n, t) would wait for n records or t
-            if m is not None and m.error() is None:
-                latencies.append(time.perf_counter() - float(m.value()))
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    time.sleep(1.0)  # the consumer's first fetch is in flight before the first send
-    start = time.perf_counter()
+    client = "logstore" if kafka.__name__.startswith("logstore") else "confluent"
+    child = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "--latency-child", client, bootstrap, topic, str(total),
+         str(seconds)], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert child.stdout is not None
+    if child.stdout.readline().strip() != "ready":
+        child.kill()
+        raise BenchError("latency: the consumer did not start")
+    start = time.monotonic()
     for i in range(total):
-        due = start + i / rate
-        while (now := time.perf_counter()) < due:
-            if due - now > 0.0005:
-                time.sleep(due - now - 0.0003)
-        producer.produce(topic, repr(time.perf_counter()).encode())
+        delay = start + i / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)  # pacing by sleeping only: a spin would hold the GIL
+        producer.produce(topic, repr(time.monotonic()).encode())
         if not i % 100:
             producer.poll(0)
     producer.flush(30)
-    reader.join(seconds + 35)
-    stop.set()
-    consumer.close()
+    out, _ = child.communicate(timeout=seconds + 60)
+    latencies = json.loads(out.strip().splitlines()[-1])
     if len(latencies) < total * 0.99:
         raise BenchError(f"latency: {len(latencies)} of {total} records came back")
     ordered = sorted(latencies)
@@ -452,6 +464,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--latency-child"]:
+        client, bootstrap, topic, total, seconds = argv[1:6]
+        latency_child(client, bootstrap, topic, int(total), float(seconds))
+        return 0
     args = parse_args(argv)
     workdir = tempfile.mkdtemp(prefix="client-bench-", dir=args.tmp_root)
     broker = Broker(workdir, "auto", [])

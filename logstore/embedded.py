@@ -34,6 +34,11 @@ from logstore.protocol import DeferredFrame, FileRegion
 from logstore.storage.manager import Store
 
 PREFIX = "embedded://"
+# The embedded broker's settings where they differ from a broker's defaults. A group's first
+# join waits group.initial.rebalance.delay.ms for more members (3 s in Kafka, to spare a
+# rebalance when a fleet of consumers starts); in one process that is a 3 s stall at the
+# first subscribe, and Kafka's own advice outside production is 0.
+EMBEDDED_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 
 
 class _Peer:
@@ -52,7 +57,7 @@ class EmbeddedBroker:
     def __init__(self, key: str, data_dir: str | None, store: Store | None, overrides: dict[str, Any]) -> None:
         self.key = key
         self.users = 0
-        config = BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0", **overrides})
+        config = BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0", **EMBEDDED_DEFAULTS, **overrides})
         self.loop = asyncio.new_event_loop()
         self.broker = Broker(config, data_dir=data_dir if store is None else store.data_dir, store=store)
         self.peer = _Peer()

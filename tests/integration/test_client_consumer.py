@@ -28,6 +28,7 @@ from logstore.client.cluster import Cluster
 from logstore.client.config import ClientConfig, ConfigError
 from logstore.client.consumer import Consumer
 from logstore.client.errors import KafkaError, KafkaException
+from logstore.client.producer import Producer
 from logstore.client.types import OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID, TopicPartition
 from logstore.records import build_batch
 
@@ -311,7 +312,7 @@ def test_embedded_transport_assign_and_group(tmp_path: Any) -> None:
             {"bootstrap.servers": bootstrap, "group.id": "g-emb", "auto.offset.reset": "earliest"}
         ) as c:
             c.subscribe(["emb"])
-            got = drain(c, 100)  # the embedded broker keeps Kafka's 3 s initial rebalance delay
+            got = drain(c, 100)  # no 3 s wait: the embedded broker starts groups at once
             assert len({(m.partition(), m.offset()) for m in got}) == 100
             c.commit(asynchronous=False)
             assert [
@@ -665,3 +666,19 @@ def test_config_and_state_errors() -> None:
     with pytest.raises(KafkaException):
         no_group.commit(offsets=[TopicPartition("t", 0, 1)])
     no_group.close()
+
+
+def test_embedded_group_starts_without_the_initial_rebalance_delay(tmp_path: Any) -> None:
+    """In one process a 3 s wait for more members at the first subscribe is a stall: the embedded
+    broker runs with group.initial.rebalance.delay.ms=0, and a group consumer reads at once."""
+    from logstore.embedded import EmbeddedBroker
+
+    bootstrap = f"embedded://{tmp_path}"
+    with Producer({"bootstrap.servers": bootstrap}) as p:
+        p.produce_batch("quick", [b"v"] * 10)
+        assert p.flush(10) == 0
+        embedded = EmbeddedBroker._registry[str(tmp_path)]
+        assert embedded.broker.config.values["group.initial.rebalance.delay.ms"] == 0
+        with Consumer({"bootstrap.servers": bootstrap, "group.id": "quick", "auto.offset.reset": "earliest"}) as c:
+            c.subscribe(["quick"])
+            assert len(drain(c, 10)) == 10
