@@ -57,6 +57,7 @@ class EmbeddedBroker:
     def __init__(self, key: str, data_dir: str | None, store: Store | None, overrides: dict[str, Any]) -> None:
         self.key = key
         self.users = 0
+        self.closing = False
         config = BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0", **EMBEDDED_DEFAULTS, **overrides})
         self.loop = asyncio.new_event_loop()
         self.broker = Broker(config, data_dir=data_dir if store is None else store.data_dir, store=store)
@@ -92,15 +93,28 @@ class EmbeddedBroker:
             if self.users > 0:
                 return
             del self._registry[self.key]
-        asyncio.run_coroutine_threadsafe(self.broker.close(), self.loop).result(30)
+        asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(30)
         self.loop.close()
+
+    async def _shutdown(self) -> None:
+        """Close the broker, then settle every request still being served (a parked long-poll
+        Fetch, say) before the loop stops: cancelled, so none runs on against the closed Store."""
+        self.closing = True
+        await self.broker.close()
+        current = asyncio.current_task()
+        pending = [task for task in asyncio.all_tasks() if task is not current]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     def submit(self, frame: bytes) -> Future[bytes | None]:
         return asyncio.run_coroutine_threadsafe(self._serve(frame), self.loop)
 
     async def _serve(self, frame: bytes) -> bytes | None:
+        if self.closing:
+            raise ConnectionError("the embedded broker is closing")
         chunks = await self.broker.handle(memoryview(frame)[4:], self.peer)  # type: ignore[arg-type]
         if chunks is None:
             return None
