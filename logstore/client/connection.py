@@ -122,7 +122,7 @@ def encode_request(
     return b"".join((SIZE.pack(len(header) + len(body)), header, body))
 
 
-def decode_response(api_key: int, version: int, frame: bytes, where: str) -> Any:
+def decode_response(api_key: int, version: int, frame: bytes | memoryview, where: str) -> Any:
     """The kio response in ``frame`` (correlation id first, no size), or KafkaException ``_BAD_MSG``."""
     codec = client_codec(api_key, version)
     try:
@@ -392,7 +392,7 @@ class BrokerConnection:
         return len(self._in_flight)
 
 
-def _skip_tags(frame: bytes, at: int) -> int:
+def _skip_tags(frame: bytes | memoryview, at: int) -> int:
     from logstore.protocol import read_uvarint
 
     count, at = read_uvarint(frame, at, len(frame), "response header")
