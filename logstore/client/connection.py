@@ -32,9 +32,13 @@ from typing import Any, Protocol
 
 from logstore.client.errors import KafkaError, KafkaException, local
 from logstore.protocol import SIZE, client_codec, encode_request_header, from_dict
+from logstore.protocol.produce import MAX_VERSION as PRODUCE_MAX_VERSION
+from logstore.protocol.produce import MIN_VERSION as PRODUCE_MIN_VERSION
+from logstore.protocol.produce import Chunk, encode_produce_request
 
 _CORRELATION = struct.Struct(">i")
 API_VERSIONS = 18
+PRODUCE = 0
 RECV_CHUNK = 256 * 1024
 FRAME_MAX = 1 << 30
 
@@ -105,21 +109,51 @@ def negotiated(api_key: int, ranges: dict[int, tuple[int, int]], where: str) -> 
     return min(ours, theirs[1])
 
 
-def encode_body(api_key: int, version: int, fields: dict[str, Any]) -> tuple[memoryview, bool]:
-    """A request body for ``fields`` at ``version``, and whether its header is flexible (v2)."""
+def encode_body(api_key: int, version: int, fields: dict[str, Any]) -> tuple[list[Chunk], int, bool]:
+    """A request body for ``fields`` at ``version`` as chunks, its size, and whether its header is
+    flexible (v2). Produce is written directly (record sets not copied); the rest by kio."""
     codec = client_codec(api_key, version)
+    if api_key == PRODUCE and PRODUCE_MIN_VERSION <= version <= PRODUCE_MAX_VERSION:
+        chunks = encode_produce_request(version, fields)
+        return chunks, sum(len(chunk) for chunk in chunks), codec.request_flexible
     buffer = io.BytesIO()
     codec.write(buffer, from_dict(codec.request_class, fields))
-    return buffer.getbuffer(), codec.request_flexible
+    body = buffer.getbuffer()
+    return [body], len(body), codec.request_flexible
 
 
 def encode_request(
     api_key: int, version: int, correlation: int, client_id: str | None, fields: dict[str, Any]
 ) -> bytes:
     """A whole request frame (size, header, body) for ``fields`` at ``version``."""
-    body, flexible = encode_body(api_key, version, fields)
+    chunks, size, flexible = encode_body(api_key, version, fields)
     header = encode_request_header(api_key, version, correlation, client_id, flexible)
-    return b"".join((SIZE.pack(len(header) + len(body)), header, body))
+    return b"".join((SIZE.pack(len(header) + size), header, *chunks))
+
+
+def send_all(sock: socket.socket, chunks: list[Chunk], deadline: float) -> None:
+    """Write every chunk, in order, with as few system calls as the kernel allows (no join).
+
+    The socket has a short timeout (the reader thread's wake-up): a send the broker's back-pressure
+    stalls that long is tried again, until ``deadline`` (monotonic seconds).
+    """
+    views = [memoryview(chunk).cast("B") for chunk in chunks if len(chunk)]
+    for _ in range(1 << 20):  # each pass sends at least one byte, waits out a timeout, or raises
+        if not views:
+            return
+        try:
+            sent = sock.sendmsg(views[:1024])  # IOV_MAX
+        except TimeoutError:
+            if time.monotonic() > deadline:
+                raise
+            continue
+        while sent:
+            if sent >= len(views[0]):
+                sent -= len(views.pop(0))
+            else:
+                views[0] = views[0][sent:]
+                sent = 0
+    raise OSError("sendmsg made no progress")
 
 
 def decode_response(api_key: int, version: int, frame: bytes | memoryview, where: str) -> Any:
@@ -155,7 +189,8 @@ class BrokerConnection:
         self.request_timeout = request_timeout
         self.closed = False
         self.error: KafkaError | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # in-flight requests and the error
+        self._write_lock = threading.Lock()  # the socket's write side, and correlation ids
         self._in_flight: collections.deque[tuple[int, int, int, Future[Any], float]] = collections.deque()
         self._correlation = itertools.count(1)
         self._versions: dict[int, tuple[int, int]] = {}
@@ -245,19 +280,23 @@ class BrokerConnection:
             future.set_exception(KafkaException(self.error or local("_TRANSPORT", f"{self.where}: closed")))
             return future
         version = self.version(api_key)
-        body, flexible = encode_body(api_key, version, fields)  # outside the lock: the slow part
+        body, size, flexible = encode_body(api_key, version, fields)  # outside the lock: the slow part
         failed: KafkaError | None = None
-        with self._lock:
+        deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        # The write lock orders frames and in-flight entries alike; the state lock is held only to
+        # append: a write that the broker's back-pressure stalls must not stop the reader thread
+        # from settling answers (which is what lets the broker read on).
+        with self._write_lock:
             correlation = next(self._correlation) & 0x7FFFFFFF
             header = encode_request_header(api_key, version, correlation, self.client_id, flexible)
             if expect_response:
-                deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
-                self._in_flight.append((correlation, api_key, version, future, deadline))
+                with self._lock:
+                    self._in_flight.append((correlation, api_key, version, future, deadline))
             try:
-                self._sock.sendall(b"".join((SIZE.pack(len(header) + len(body)), header, body)))
+                send_all(self._sock, [SIZE.pack(len(header) + size), header, *body], deadline)
             except OSError as e:
                 failed = local("_TRANSPORT", f"{self.where}: send failed: {e}")
-        if failed is not None:  # _fail takes the lock: not while holding it
+        if failed is not None:  # _fail takes the state lock: not while holding it
             self._fail(failed)
             if not future.done():
                 future.set_exception(KafkaException(failed))

@@ -12,6 +12,7 @@ from typing import Any
 
 from kio.index import load_payload_module
 from kio.serial import entity_reader, entity_writer
+from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from logstore.protocol.primitives import API_VERSIONS_KEY
@@ -147,6 +148,8 @@ def from_dict(cls: type, values: dict[str, Any]) -> Any:
             out[name] = from_dict(entity, value)
         elif kind in _MS_KINDS and not isinstance(value, datetime.timedelta):
             out[name] = datetime.timedelta(milliseconds=value)
+        elif kind == "error_code" and not isinstance(value, ErrorCode):
+            out[name] = ErrorCode(value)
         elif kind == "datetime_i64" and not isinstance(value, datetime.datetime):
             out[name] = datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
         elif isinstance(value, list):
