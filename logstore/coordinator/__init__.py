@@ -1,35 +1,31 @@
 """Kafka's consumer-group coordinator, without sockets: groups, rebalances, committed offsets.
 
+- :mod:`~logstore.coordinator.coordinator`: :class:`GroupCoordinator`, the
+  facade the broker calls for JoinGroup/SyncGroup/Heartbeat/LeaveGroup, the
+  offset APIs and the group admin APIs;
+- :mod:`~logstore.coordinator.membership`: joins, syncs, heartbeats, leaves,
+  rebalances and sessions (the group state machine as the APIs drive it);
+- :mod:`~logstore.coordinator.offsets`: commits, fetches, deletes and expiry
+  of committed offsets;
+- :mod:`~logstore.coordinator.persistence`: the groups by id and their
+  ``__consumer_offsets`` records: what is written, and loading it back;
 - :mod:`~logstore.coordinator.group`: a group's members and state machine;
-- :mod:`~logstore.coordinator.coordinator`: :class:`GroupCoordinator`, which
-  drives JoinGroup/SyncGroup/Heartbeat/LeaveGroup and the offset APIs on a
-  :class:`Clock`;
 - :mod:`~logstore.coordinator.schemas`: the ``__consumer_offsets`` records in
-  Kafka's byte layouts.
+  Kafka's byte layouts;
+- :mod:`~logstore.coordinator.clock` and :mod:`~logstore.coordinator.config`:
+  time (:class:`LoopClock`, :class:`ManualClock`) and the broker settings.
 
 It depends on :mod:`logstore.storage` and :mod:`logstore.records` at most,
 never on :mod:`logstore.broker`, which wires it to the Kafka APIs.
 """
 
+from logstore.coordinator.clock import Clock, LoopClock, ManualClock, TimerHandle
+from logstore.coordinator.config import CoordinatorConfig
 from logstore.coordinator.coordinator import (
-    Clock,
-    CoordinatorConfig,
-    DeleteOffsetsResult,
-    FetchedOffset,
-    FetchOffsetsResult,
     GroupCoordinator,
     GroupDescription,
     GroupOverview,
-    LeaveMemberResult,
-    LeaveResult,
-    LoopClock,
-    ManualClock,
     MemberDescription,
-    PreparedCommit,
-    TimerHandle,
-    WriteError,
-    Writer,
-    partition_for,
 )
 from logstore.coordinator.group import (
     GroupMetadata,
@@ -40,6 +36,14 @@ from logstore.coordinator.group import (
     MemberMetadata,
     SyncResult,
 )
+from logstore.coordinator.membership import LeaveMemberResult, LeaveResult
+from logstore.coordinator.offsets import (
+    DeleteOffsetsResult,
+    FetchedOffset,
+    FetchOffsetsResult,
+    PreparedCommit,
+)
+from logstore.coordinator.persistence import WriteError, Writer, partition_for
 
 __all__ = [
     "Clock",

@@ -2,7 +2,8 @@
 
 This is the bookkeeping of Kafka's classic ``GroupMetadata`` and
 ``MemberMetadata``; it knows nothing of time, timers or the log (the
-:class:`~logstore.coordinator.coordinator.GroupCoordinator` drives it).
+:class:`~logstore.coordinator.membership.MembershipManager` drives it, and
+:mod:`~logstore.coordinator.persistence` turns it into records and back).
 
 The states and their legal predecessors (anything else raises
 :class:`InvalidTransitionError`):
@@ -36,12 +37,12 @@ import enum
 import struct
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.schemas import GroupMetadataValue, MemberMetadataValue, OffsetCommitValue
+from logstore.coordinator.schemas import OffsetCommitValue
 
 TopicPartition = tuple[str, int]
 Protocols = Sequence[tuple[str, bytes]]
@@ -108,6 +109,7 @@ class JoinResult:
 
     @classmethod
     def failed(cls, member_id: str, error: ErrorCode) -> JoinResult:
+        """A failed join's result, with Kafka's defaults for the rest. O(1)."""
         return cls(error=error, member_id=member_id)
 
 
@@ -128,6 +130,8 @@ SyncCallback = Callable[[SyncResult], None]
 def java_string_hash(value: str) -> int:
     """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 units, in int32.
 
+    O(length of ``value``).
+
     >>> java_string_hash("group")
     98629247
     >>> java_string_hash("polygenelubricants")
@@ -145,7 +149,7 @@ def java_hashmap_order(keys: Sequence[str]) -> list[str]:
 
     Buckets ascend (``hash ^ hash >>> 16`` masked by the table size, which
     starts at 16 and doubles past a 0.75 load); keys in one bucket keep their
-    insertion order.
+    insertion order. O(keys × log(keys)).
     """
     capacity = 16
     while len(keys) > capacity * 3 // 4:
@@ -159,7 +163,10 @@ def java_hashmap_order(keys: Sequence[str]) -> list[str]:
 
 
 def java_string_length(value: str) -> int:
-    """Java's ``String.length()``: UTF-16 code units (what ``offset.metadata.max.bytes`` counts)."""
+    """Java's ``String.length()``: UTF-16 code units (what ``offset.metadata.max.bytes`` counts).
+
+    O(length of ``value``).
+    """
     return len(value.encode("utf-16-le")) // 2
 
 
@@ -169,6 +176,7 @@ def parse_subscription_topics(metadata: bytes) -> list[str]:
     Every version of ``ConsumerProtocolSubscription`` starts with an int16
     version and the topics (int32 count, int16-length strings); Kafka reads
     just that prefix. Raises ``ValueError`` for metadata that does not parse.
+    O(length of ``metadata``).
     """
     try:
         (version, count) = struct.unpack_from(">hi", metadata, 0)
@@ -230,33 +238,40 @@ class MemberMetadata:
 
     @property
     def is_static(self) -> bool:
+        """Whether the member has a ``group.instance.id``. O(1)."""
         return self.group_instance_id is not None
 
     @property
     def is_awaiting_join(self) -> bool:
+        """Whether the member has a JoinGroup parked. O(1)."""
         return self.awaiting_join is not None
 
     @property
     def is_awaiting_sync(self) -> bool:
+        """Whether the member has a SyncGroup parked. O(1)."""
         return self.awaiting_sync is not None
 
     @property
     def protocol_names(self) -> set[str]:
+        """The names of the member's protocols. O(protocols)."""
         return {name for name, _ in self.protocols}
 
     def metadata(self, protocol: str) -> bytes:
-        """This member's metadata for ``protocol`` (``KeyError`` if it does not support it)."""
+        """This member's metadata for ``protocol`` (``KeyError`` if it does not support it). O(protocols)."""
         for name, metadata in self.protocols:
             if name == protocol:
                 return metadata
         raise KeyError(f"member {self.member_id} does not support protocol {protocol}")
 
     def matches(self, protocols: Protocols) -> bool:
-        """Whether ``protocols`` equals this member's, in the same order with the same metadata."""
+        """Whether ``protocols`` equals this member's, in the same order with the same metadata.
+
+        O(protocols).
+        """
         return _dedupe(protocols) == self.protocols
 
     def vote(self, candidates: set[str]) -> str:
-        """This member's most preferred protocol among ``candidates``."""
+        """This member's most preferred protocol among ``candidates``. O(protocols)."""
         for name, _ in self.protocols:
             if name in candidates:
                 return name
@@ -267,7 +282,7 @@ class MemberMetadata:
 
         A new member must have heartbeated (it may expire while its first
         join is parked); an old member parked in a join or sync is alive by
-        definition; otherwise the member must have heartbeated.
+        definition; otherwise the member must have heartbeated. O(1).
         """
         if self.is_new:
             return self.heartbeat_satisfied
@@ -290,10 +305,15 @@ class GroupMetadata:
     """A group: members in join order, state, generation, leader, committed offsets.
 
     Invariants: ``leader_id`` is a member's id, or ``None`` iff there are no
-    members; ``static_members`` maps each static member's instance id to its
-    current member id; ``supported_protocols[p]`` counts the members that
-    support ``p``; a pending member (given an id by MEMBER_ID_REQUIRED, not
-    yet rejoined) is never a member.
+    members (asserted after every change of members or leader);
+    ``static_members`` maps each static member's instance id to its current
+    member id; ``supported_protocols[p]`` counts the members that support
+    ``p``; a pending member (given an id by MEMBER_ID_REQUIRED, not yet
+    rejoined) is never a member; states change only as
+    ``_VALID_PREVIOUS_STATES`` allows (:class:`InvalidTransitionError`);
+    the generation only increases, by one per completed join phase
+    (asserted). What a Stable group holds is the coordinator's to keep (see
+    :class:`~logstore.coordinator.membership.MembershipManager`).
     """
 
     def __init__(
@@ -337,16 +357,19 @@ class GroupMetadata:
 
     @property
     def state(self) -> GroupState:
+        """The group's state. O(1)."""
         return self._state
 
     def is_in(self, *states: GroupState) -> bool:
+        """Whether the group is in one of ``states``. O(len(states))."""
         return self._state in states
 
     def can_rebalance(self) -> bool:
+        """Whether the group may enter PreparingRebalance from its state. O(1)."""
         return self._state in _VALID_PREVIOUS_STATES[GroupState.PREPARING_REBALANCE]
 
     def transition_to(self, state: GroupState) -> None:
-        """Enter ``state`` and stamp the time; raises :class:`InvalidTransitionError` if illegal."""
+        """Enter ``state`` and stamp the time; raises :class:`InvalidTransitionError` if illegal. O(1)."""
         if self._state not in _VALID_PREVIOUS_STATES[state]:
             raise InvalidTransitionError(
                 f"group {self.group_id} cannot move from {self._state} to {state}; "
@@ -355,23 +378,34 @@ class GroupMetadata:
         self._state = state
         self.current_state_timestamp = self._now_ms()
 
+    def _check_leader(self) -> None:
+        """Assert the leader invariant: a member's id, or None iff there are no members. O(1)."""
+        leader = self.leader_id
+        assert (leader in self.members) if leader is not None else not self.members, (
+            f"{self} has leader {leader!r}"
+        )
+
     # -- members ----------------------------------------------------------
 
     @property
     def size(self) -> int:
+        """How many members the group has. O(1)."""
         return len(self.members)
 
     def has_member(self, member_id: str) -> bool:
+        """Whether ``member_id`` is a member (pending members are not). O(1)."""
         return member_id in self.members
 
     def member(self, member_id: str) -> MemberMetadata:
+        """The member of that id (``KeyError`` if none). O(1)."""
         return self.members[member_id]
 
     def is_leader(self, member_id: str) -> bool:
+        """Whether ``member_id`` leads the group. O(1)."""
         return self.leader_id == member_id
 
     def add(self, member: MemberMetadata, callback: JoinCallback | None = None) -> None:
-        """Add ``member`` (parked in a join if ``callback`` is given); the first member leads."""
+        """Add ``member`` (parked in a join if ``callback`` is given); the first member leads. O(1)."""
         if member.group_instance_id is not None:
             if member.group_instance_id in self.static_members:
                 raise InvalidTransitionError(
@@ -390,9 +424,10 @@ class GroupMetadata:
         self.supported_protocols.update(member.protocol_names)
         member.awaiting_join = callback
         self.pending_members.discard(member.member_id)
+        self._check_leader()
 
     def remove(self, member_id: str) -> None:
-        """Remove a member (or a pending member); a new leader is the first remaining member."""
+        """Remove a member (or a pending member); a new leader is the first remaining member. O(1)."""
         member = self.members.pop(member_id, None)
         if member is not None:
             self.supported_protocols.subtract(member.protocol_names)
@@ -402,11 +437,12 @@ class GroupMetadata:
             self.leader_id = next(iter(self.members), None)
         self.pending_members.discard(member_id)
         self.pending_sync_members.discard(member_id)
+        self._check_leader()
 
     def maybe_elect_new_joined_leader(self) -> bool:
         """Keep the leader if it rejoined, else lead with the first rejoined member.
 
-        False if there is no leader (no members) or no member rejoined.
+        False if there is no leader (no members) or no member rejoined. O(members).
         """
         if self.leader_id is None:
             return False
@@ -425,6 +461,7 @@ class GroupMetadata:
 
         A join or sync the old id has parked answers FENCED_INSTANCE_ID. The
         member keeps its position in join order, its leadership and assignment.
+        O(members) (the members are rebuilt to keep their order).
         """
         old = self.members[old_member_id]
         self.maybe_invoke_join_callback(old, JoinResult.failed(old_member_id, ErrorCode.fenced_instance_id))
@@ -450,6 +487,7 @@ class GroupMetadata:
             self.pending_sync_members.discard(old_member_id)
             self.pending_sync_members.add(new_member_id)
         self.static_members[group_instance_id] = new_member_id
+        self._check_leader()
         return new
 
     def update_member(
@@ -460,7 +498,7 @@ class GroupMetadata:
         session_timeout_ms: int,
         callback: JoinCallback | None,
     ) -> None:
-        """Replace a member's protocols and timeouts; park (or unpark) its join."""
+        """Replace a member's protocols and timeouts; park (or unpark) its join. O(protocols)."""
         self.supported_protocols.subtract(member.protocol_names)
         member.protocols = _dedupe(protocols)
         self.supported_protocols.update(member.protocol_names)
@@ -469,7 +507,7 @@ class GroupMetadata:
         member.awaiting_join = callback
 
     def maybe_invoke_join_callback(self, member: MemberMetadata, result: JoinResult) -> bool:
-        """Answer the member's parked join, if any; True if there was one."""
+        """Answer the member's parked join, if any; True if there was one. O(1)."""
         callback = member.awaiting_join
         if callback is None:
             return False
@@ -478,7 +516,7 @@ class GroupMetadata:
         return True
 
     def maybe_invoke_sync_callback(self, member: MemberMetadata, result: SyncResult) -> bool:
-        """Answer the member's parked sync, if any; True if there was one."""
+        """Answer the member's parked sync, if any; True if there was one. O(1)."""
         callback = member.awaiting_sync
         if callback is None:
             return False
@@ -489,25 +527,31 @@ class GroupMetadata:
     # -- pending members (MEMBER_ID_REQUIRED) and pending syncs -------------
 
     def is_pending_member(self, member_id: str) -> bool:
+        """Whether ``member_id`` was handed out by MEMBER_ID_REQUIRED and has not rejoined. O(1)."""
         return member_id in self.pending_members
 
     def add_pending_member(self, member_id: str) -> None:
+        """Record a member id handed out by MEMBER_ID_REQUIRED. O(1)."""
         if member_id in self.members:
             raise InvalidTransitionError(f"{member_id} is already a member of {self.group_id}")
         self.pending_members.add(member_id)
 
     def add_pending_sync_member(self, member_id: str) -> None:
+        """Await a SyncGroup from ``member_id`` (after a join completes). O(1)."""
         self.pending_sync_members.add(member_id)
 
     def remove_pending_sync_member(self, member_id: str) -> None:
+        """``member_id`` synced. O(1)."""
         self.pending_sync_members.discard(member_id)
 
     def has_received_sync_from_all_members(self) -> bool:
+        """Whether no member's SyncGroup is still awaited. O(1)."""
         return not self.pending_sync_members
 
     # -- static members ---------------------------------------------------
 
     def static_member_id(self, group_instance_id: str) -> str | None:
+        """The member id of the static member with that instance id, if any. O(1)."""
         return self.static_members.get(group_instance_id)
 
     def validate_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
@@ -515,6 +559,7 @@ class GroupMetadata:
 
         FENCED_INSTANCE_ID if the instance id maps to another member id;
         UNKNOWN_MEMBER_ID if it maps to none or ``member_id`` is not a member.
+        O(1).
         """
         if group_instance_id is not None:
             current = self.static_members.get(group_instance_id)
@@ -526,29 +571,43 @@ class GroupMetadata:
             return ErrorCode.unknown_member_id
         return None
 
+    def validate_generation(
+        self, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode | None:
+        """:meth:`validate_member`, then ILLEGAL_GENERATION unless ``generation_id`` is current. O(1).
+
+        What SyncGroup, Heartbeat and a member's OffsetCommit check.
+        """
+        error = self.validate_member(member_id, group_instance_id)
+        if error is not None:
+            return error
+        return ErrorCode.illegal_generation if generation_id != self.generation_id else None
+
     # -- rebalance --------------------------------------------------------
 
     def not_yet_rejoined_members(self) -> list[MemberMetadata]:
+        """The members with no join parked. O(members)."""
         return [member for member in self.members.values() if not member.is_awaiting_join]
 
     def num_awaiting_join(self) -> int:
+        """How many members have a join parked. O(members)."""
         return sum(1 for member in self.members.values() if member.is_awaiting_join)
 
     def has_all_members_joined(self) -> bool:
-        """Every member has a join parked and no MEMBER_ID_REQUIRED member is outstanding."""
+        """Every member has a join parked and no MEMBER_ID_REQUIRED member is outstanding. O(members)."""
         return self.num_awaiting_join() == len(self.members) and not self.pending_members
 
     def rebalance_timeout_ms(self) -> int:
-        """The largest rebalance timeout of the members (0 with none)."""
+        """The largest rebalance timeout of the members (0 with none). O(members)."""
         return max((member.rebalance_timeout_ms for member in self.members.values()), default=0)
 
     def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
-        """``<group.instance.id or client.id>-<uuid4>``, as Kafka."""
+        """``<group.instance.id or client.id>-<uuid4>``, as Kafka. O(1)."""
         prefix = client_id if group_instance_id is None else group_instance_id
         return f"{prefix}{MEMBER_ID_DELIMITER}{uuid.uuid4()}"
 
     def candidate_protocols(self) -> set[str]:
-        """The protocols every member supports."""
+        """The protocols every member supports. O(distinct protocols)."""
         return {name for name, count in self.supported_protocols.items() if count == len(self.members)}
 
     def supports_protocols(self, protocol_type: str, protocols: set[str]) -> bool:
@@ -556,6 +615,7 @@ class GroupMetadata:
 
         An Empty group takes any non-empty type and protocol list; otherwise
         the type must match and one protocol must be supported by every member.
+        O(len(protocols)).
         """
         if self.is_in(GroupState.EMPTY):
             return bool(protocol_type) and bool(protocols)
@@ -565,7 +625,7 @@ class GroupMetadata:
         )
 
     def select_protocol(self) -> str:
-        """The protocol with the most member votes; ties go to Java ``HashMap`` order."""
+        """The protocol with the most member votes; ties go to Java ``HashMap`` order. O(members)."""
         if not self.members:
             raise InvalidTransitionError(f"cannot select a protocol for empty group {self.group_id}")
         candidates = self.candidate_protocols()
@@ -574,8 +634,13 @@ class GroupMetadata:
         return next(name for name in java_hashmap_order(list(votes)) if votes[name] == best)
 
     def init_next_generation(self) -> None:
-        """Bump the generation; select a protocol and await sync, or become Empty with no members."""
+        """Bump the generation; select a protocol and await sync, or become Empty with no members.
+
+        O(members).
+        """
+        previous = self.generation_id
         self.generation_id += 1
+        assert self.generation_id > previous, f"{self}: the generation went from {previous} back"
         if self.members:
             self.protocol_name = self.select_protocol()
             self.subscribed_topics = self.compute_subscribed_topics()
@@ -587,7 +652,7 @@ class GroupMetadata:
         self.pending_sync_members.clear()
 
     def current_member_metadata(self) -> tuple[JoinMember, ...]:
-        """Every member's metadata for the selected protocol (what the leader is sent)."""
+        """Every member's metadata for the selected protocol (what the leader is sent). O(members)."""
         if self.is_in(GroupState.DEAD, GroupState.PREPARING_REBALANCE) or self.protocol_name is None:
             raise InvalidTransitionError(f"group {self.group_id} in {self._state} has no member metadata")
         protocol = self.protocol_name
@@ -600,13 +665,15 @@ class GroupMetadata:
 
     @property
     def is_consumer_group(self) -> bool:
+        """Whether the protocol type is "consumer". O(1)."""
         return self.protocol_type == CONSUMER_PROTOCOL_TYPE
 
     def compute_subscribed_topics(self) -> frozenset[str] | None:
         """The union of the members' subscribed topics, for a "consumer" group.
 
         ``None`` (unknown) for other protocol types, before a protocol is
-        selected, or if a member's metadata does not parse.
+        selected, or if a member's metadata does not parse. O(members × their
+        subscriptions' size).
         """
         if not self.is_consumer_group:
             return None
@@ -623,16 +690,17 @@ class GroupMetadata:
         return frozenset(topics)
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
-        """Whether a member subscribes to ``topic``; True when unknown, to be safe."""
+        """Whether a member subscribes to ``topic``; True when unknown, to be safe. O(1)."""
         return True if self.subscribed_topics is None else topic in self.subscribed_topics
 
     # -- offsets ----------------------------------------------------------
 
     def has_offsets(self) -> bool:
+        """Whether the group has committed offsets. O(1)."""
         return bool(self.offsets)
 
     def remove_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetCommitValue]:
-        """Drop the offsets of ``partitions``; returns those that existed."""
+        """Drop the offsets of ``partitions``; returns those that existed. O(len(partitions))."""
         removed = {}
         for partition in partitions:
             value = self.offsets.pop(partition, None)
@@ -641,6 +709,7 @@ class GroupMetadata:
         return removed
 
     def remove_all_offsets(self) -> dict[TopicPartition, OffsetCommitValue]:
+        """Drop and return every offset. O(offsets)."""
         return self.remove_offsets(list(self.offsets))
 
     def remove_expired_offsets(
@@ -658,6 +727,7 @@ class GroupMetadata:
         - otherwise nothing expires.
 
         An offset with an explicit expire timestamp (value v1) expires at it.
+        O(offsets).
         """
         subscribed: frozenset[str] = frozenset()
         base: Callable[[OffsetCommitValue], int]
@@ -681,72 +751,6 @@ class GroupMetadata:
         return (
             value.commit_timestamp if self.current_state_timestamp is None else self.current_state_timestamp
         )
-
-    # -- records ----------------------------------------------------------
-
-    def to_record_value(self, assignment: Mapping[str, bytes]) -> GroupMetadataValue:
-        """The group metadata record Kafka writes, with ``assignment`` per member."""
-        protocol = self.protocol_name
-        members = tuple(
-            MemberMetadataValue(
-                member_id=member.member_id,
-                group_instance_id=member.group_instance_id,
-                client_id=member.client_id,
-                client_host=member.client_host,
-                rebalance_timeout=member.rebalance_timeout_ms,
-                session_timeout=member.session_timeout_ms,
-                subscription=member.metadata(protocol) if protocol is not None else b"",
-                assignment=assignment[member.member_id],
-            )
-            for member in self.members.values()
-        )
-        return GroupMetadataValue(
-            protocol_type=self.protocol_type or "",
-            generation=self.generation_id,
-            protocol=protocol,
-            leader=self.leader_id,
-            current_state_timestamp=-1
-            if self.current_state_timestamp is None
-            else self.current_state_timestamp,
-            members=members,
-        )
-
-    @classmethod
-    def from_record_value(
-        cls, group_id: str, value: GroupMetadataValue, now_ms: Callable[[], int]
-    ) -> GroupMetadata:
-        """A group as a metadata record left it: Stable with members, Empty without."""
-        state = GroupState.STABLE if value.members else GroupState.EMPTY
-        group = cls(
-            group_id,
-            now_ms,
-            state,
-            generation_id=value.generation,
-            protocol_type=value.protocol_type or None,
-            protocol_name=value.protocol,
-            leader_id=value.leader,
-            current_state_timestamp=value.current_state_timestamp,
-        )
-        if value.current_state_timestamp < 0:
-            group.current_state_timestamp = None  # an old record (v0/v1) did not say
-        for record in value.members:
-            protocols = [(value.protocol, record.subscription)] if value.protocol is not None else []
-            member = MemberMetadata(
-                record.member_id,
-                record.group_instance_id,
-                record.client_id,
-                record.client_host,
-                record.rebalance_timeout,
-                record.session_timeout,
-                value.protocol_type,
-                protocols,
-                record.assignment,
-            )
-            group.add(member)
-        if group.leader_id is not None and group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members), None)
-        group.subscribed_topics = group.compute_subscribed_topics()
-        return group
 
 
 def _since_commit(value: OffsetCommitValue) -> int:

@@ -217,7 +217,7 @@ class OffsetCommitKey:
     partition: int
 
     def encode(self, version: int = OFFSET_COMMIT_KEY_VERSION) -> bytes:
-        """Version 1 as Kafka writes it (0, the legacy key, has the same layout)."""
+        """Version 1 as Kafka writes it (0, the legacy key, has the same layout). O(size of the key)."""
         writer = _Writer(_version_in(version, 0, 1, "OffsetCommitKey"), flexible=False)
         writer.string(self.group)
         writer.string(self.topic)
@@ -232,13 +232,14 @@ class GroupMetadataKey:
     group: str
 
     def encode(self) -> bytes:
+        """Version 2, as Kafka writes it. O(size of the key)."""
         writer = _Writer(GROUP_METADATA_KEY_VERSION, flexible=False)
         writer.string(self.group)
         return bytes(writer.out)
 
 
 def decode_key(data: bytes | bytearray | memoryview) -> OffsetCommitKey | GroupMetadataKey:
-    """The key in ``data``; :class:`UnknownKeyError` for a record type other than 0-2."""
+    """The key in ``data``; :class:`UnknownKeyError` for a record type other than 0-2. O(len(data))."""
     reader = _Reader(data, "key")
     version = reader.int16()
     if version in (0, 1):
@@ -264,7 +265,7 @@ class OffsetCommitValue(NamedTuple):
     expire_timestamp: int | None = None
 
     def encode(self, version: int = OFFSET_COMMIT_VALUE_VERSION) -> bytes:
-        """The value at ``version`` (0-4); fields the version lacks are dropped."""
+        """The value at ``version`` (0-4); fields the version lacks are dropped. O(size of the value)."""
         if version == 3:  # what the coordinator writes on every commit: one pack
             metadata = self.metadata.encode("utf-8")
             head = _VALUE_V3_HEAD.pack(3, self.offset, self.leader_epoch, len(metadata))
@@ -283,7 +284,7 @@ class OffsetCommitValue(NamedTuple):
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> OffsetCommitValue:
-        """A value of any version 0-4 (an expire timestamp of -1 reads as ``None``)."""
+        """A value of any version 0-4 (an expire timestamp of -1 reads as ``None``). O(len(data))."""
         reader = _Reader(data, "OffsetCommitValue")
         version = _version_in(reader.int16(), 0, FLEXIBLE_VALUE_VERSION, "OffsetCommitValue")
         reader.flexible = version >= FLEXIBLE_VALUE_VERSION
@@ -368,7 +369,10 @@ class GroupMetadataValue:
     members: tuple[MemberMetadataValue, ...] = ()
 
     def encode(self, version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
-        """The value at ``version`` (0-4); fields the version lacks are dropped."""
+        """The value at ``version`` (0-4); fields the version lacks are dropped. O(size of the value).
+
+        That is O(members), each with its subscription and assignment.
+        """
         _version_in(version, 0, FLEXIBLE_VALUE_VERSION, "GroupMetadataValue")
         writer = _Writer(version, flexible=version >= FLEXIBLE_VALUE_VERSION)
         writer.string(self.protocol_type)
@@ -385,7 +389,7 @@ class GroupMetadataValue:
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> GroupMetadataValue:
-        """A value of any version 0-4."""
+        """A value of any version 0-4. O(len(data))."""
         reader = _Reader(data, "GroupMetadataValue")
         version = _version_in(reader.int16(), 0, FLEXIBLE_VALUE_VERSION, "GroupMetadataValue")
         reader.flexible = version >= FLEXIBLE_VALUE_VERSION
@@ -400,7 +404,7 @@ class GroupMetadataValue:
 
 
 def offset_commit_record(group: str, topic: str, partition: int, value: OffsetCommitValue | None) -> Record:
-    """The record of a commit (``value``) or of its deletion (``None``)."""
+    """The record of a commit (``value``) or of its deletion (``None``). O(size of the record)."""
     key = _offset_commit_key(group, topic, partition)
     return key, None if value is None else value.encode()
 
@@ -412,5 +416,8 @@ def _offset_commit_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def group_metadata_record(group: str, value: GroupMetadataValue | None) -> Record:
-    """The record of a group's metadata (``value``) or of the group's deletion (``None``)."""
+    """The record of a group's metadata (``value``) or of the group's deletion (``None``).
+
+    O(size of the record): O(members).
+    """
     return GroupMetadataKey(group).encode(), None if value is None else value.encode()

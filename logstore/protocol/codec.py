@@ -11,8 +11,8 @@ from types import ModuleType
 from typing import Any
 
 from kio.index import load_payload_module
-from kio.serial import entity_reader, entity_writer
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from logstore.protocol.primitives import API_VERSIONS_KEY
