@@ -40,14 +40,8 @@ from logstore.coordinator import (
 )
 from logstore.coordinator.coordinator import OFFSETS_TOPIC
 from logstore.coordinator.schemas import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
     OffsetsSchemaError,
     Record,
-    UnknownKeyError,
-    decode_key,
 )
 from logstore.errors import LogstoreError, RecordTooLargeError
 from logstore.storage.log import Log
@@ -146,34 +140,17 @@ def read_partition(log: Log, max_bytes: int = 4 * 1024 * 1024) -> Iterator[Recor
             break
 
 
-def _decodable(record: Record) -> bool:
-    key_bytes, value = record
-    try:
-        key = decode_key(key_bytes)
-        if value is not None:
-            if isinstance(key, OffsetCommitKey):
-                OffsetCommitValue.decode(value)
-            elif isinstance(key, GroupMetadataKey):
-                GroupMetadataValue.decode(value)
-    except UnknownKeyError:
-        return True  # the coordinator skips those itself
-    except OffsetsSchemaError as e:
-        _log.error("skipping an unreadable %s record (key %s): %s", OFFSETS_TOPIC, key_bytes.hex(), e)
-        return False
-    return True
-
-
 def load_offsets_topic(coordinator: GroupCoordinator, broker: Broker, partitions: int) -> None:
     """Replay every partition of ``__consumer_offsets`` into the coordinator."""
     for partition in range(partitions):
         log = broker.store.log(OFFSETS_TOPIC, partition)
         if log.log_end_offset <= log.log_start_offset:
             continue
-        try:
-            coordinator.load(read_partition(log))
-        except OffsetsSchemaError:
-            # A record that does not decode: load again without the unreadable ones.
-            coordinator.load(record for record in read_partition(log) if _decodable(record))
+        coordinator.load(read_partition(log), on_unreadable=_skip_unreadable)
+
+
+def _skip_unreadable(key: bytes, error: OffsetsSchemaError) -> None:
+    _log.error("skipping an unreadable %s record (key %s): %s", OFFSETS_TOPIC, key.hex(), error)
 
 
 class Ticket:

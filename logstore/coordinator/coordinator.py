@@ -65,6 +65,7 @@ from logstore.coordinator.offsets import (
 from logstore.coordinator.persistence import (
     OFFSETS_TOPIC,
     GroupMetadataManager,
+    Unreadable,
     WriteError,
     Writer,
     partition_for,
@@ -333,7 +334,7 @@ class GroupCoordinator:
 
     # -- persistence --------------------------------------------------------------
 
-    def load(self, records: Iterable[Record]) -> None:
+    def load(self, records: Iterable[Record], on_unreadable: Unreadable | None = None) -> None:
         """Rebuild groups and offsets from ``__consumer_offsets`` records in log order.
 
         O(records + members of the loaded groups). The latest record per key
@@ -342,6 +343,8 @@ class GroupCoordinator:
         expelled); groups without, Empty. Offsets whose group has no
         metadata record belong to an Empty group with no protocol type. Keys
         of other record types are skipped. A loaded group replaces a group
-        of the same id.
+        of the same id. A record that does not decode raises OffsetsSchemaError, or is handed
+        to ``on_unreadable`` and skipped.
         """
-        self._groups.load(records, on_loaded=self._membership.on_loaded, on_unloaded=self._membership.unload)
+        self._groups.load(records, on_loaded=self._membership.on_loaded, on_unloaded=self._membership.unload,
+                          on_unreadable=on_unreadable)  # fmt: skip

@@ -44,6 +44,7 @@ from logstore.coordinator.schemas import (
     MemberMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    OffsetsSchemaError,
     Record,
     UnknownKeyError,
     decode_key,
@@ -68,6 +69,8 @@ the error the request gets, anything else for COORDINATOR_NOT_AVAILABLE.
 
 Replayed = dict[str, tuple[GroupMetadataValue | None, dict[TopicPartition, OffsetCommitValue]]]
 """What replaying records leaves per group: its metadata (None: none, or a tombstone), its offsets."""
+Unreadable = Callable[[bytes, OffsetsSchemaError], None]
+"""Told of a record that does not decode (its key bytes, why); the record is skipped."""
 
 
 class WriteError(Exception):
@@ -176,14 +179,15 @@ def tombstones(group_id: str, partitions: Iterable[TopicPartition], *, group_too
     return records
 
 
-def replay(records: Iterable[Record]) -> Replayed:
+def replay(records: Iterable[Record], on_unreadable: Unreadable | None = None) -> Replayed:
     """Each group's latest metadata and offsets after ``records``, in log order. O(records).
 
     Tombstones delete; keys of other record types are skipped. Groups with a
     metadata record (or its tombstone) come first, in the order they first
     appear, then offsets-only groups. Every record is decoded before this
-    returns (:class:`~logstore.coordinator.schemas.OffsetsSchemaError` for
-    one that does not decode).
+    returns: one that does not decode raises
+    :class:`~logstore.coordinator.schemas.OffsetsSchemaError`, or, when
+    ``on_unreadable`` is given, is handed to it (key bytes, the error) and skipped.
 
     >>> from logstore.coordinator.schemas import offset_commit_record as commit
     >>> replay([commit("g", "t", 0, OffsetCommitValue(5)), commit("g", "t", 1, OffsetCommitValue(7)),
@@ -195,17 +199,21 @@ def replay(records: Iterable[Record]) -> Replayed:
     for key_bytes, value_bytes in records:
         try:
             key = decode_key(key_bytes)
+            if isinstance(key, OffsetCommitKey):
+                group_offsets = offsets.setdefault(key.group, {})
+                partition = (key.topic, key.partition)
+                if value_bytes is None:
+                    group_offsets.pop(partition, None)
+                else:
+                    group_offsets[partition] = OffsetCommitValue.decode(value_bytes)
+            elif isinstance(key, GroupMetadataKey):
+                metadata[key.group] = None if value_bytes is None else GroupMetadataValue.decode(value_bytes)
         except UnknownKeyError:
             continue
-        if isinstance(key, OffsetCommitKey):
-            group_offsets = offsets.setdefault(key.group, {})
-            partition = (key.topic, key.partition)
-            if value_bytes is None:
-                group_offsets.pop(partition, None)
-            else:
-                group_offsets[partition] = OffsetCommitValue.decode(value_bytes)
-        elif isinstance(key, GroupMetadataKey):
-            metadata[key.group] = None if value_bytes is None else GroupMetadataValue.decode(value_bytes)
+        except OffsetsSchemaError as e:
+            if on_unreadable is None:
+                raise
+            on_unreadable(key_bytes, e)
     return {
         group_id: (metadata.get(group_id), offsets.get(group_id, {}))
         for group_id in dict.fromkeys([*metadata, *offsets])
@@ -299,6 +307,7 @@ class GroupMetadataManager:
         *,
         on_loaded: Callable[[GroupMetadata], None],
         on_unloaded: Callable[[GroupMetadata], None],
+        on_unreadable: Unreadable | None = None,
     ) -> None:
         """Rebuild groups and offsets from ``__consumer_offsets`` records in log order.
 
@@ -310,7 +319,7 @@ class GroupMetadataManager:
         groups without, Empty; offsets with no metadata record belong to an
         Empty group with no protocol type.
         """
-        for group_id, (value, offsets) in replay(records).items():
+        for group_id, (value, offsets) in replay(records, on_unreadable).items():
             group: GroupMetadata | None = None
             if value is not None:
                 group = group_from_value(group_id, value, self._clock.now_ms)

@@ -31,6 +31,7 @@ from logstore.coordinator.schemas import (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    OffsetsSchemaError,
     Record,
     decode_key,
 )
@@ -720,6 +721,24 @@ async def test_load_restores_groups_and_offsets_from_records() -> None:
     fresh.clock.advance(5000)
     assert fresh.state() is S.PREPARING_REBALANCE
     assert fresh.coordinator.heartbeat("g", 1, b.member_id) == E.unknown_member_id
+
+
+@run
+async def test_load_skips_records_that_do_not_decode_when_told_to() -> None:
+    """An unreadable value raises by default; with ``on_unreadable`` it is reported and skipped,
+    and every readable record still loads (the broker logs such records and goes on)."""
+    env = Env()
+    env.coordinator.commit_offsets("solo", -1, "", {("t", 0): (4, 0, ""), ("t", 1): (9, 0, "")})
+    bad_key = OffsetCommitKey("solo", "t", 1).encode()
+    records = [*env.records, (bad_key, b"\x00\x03garbage")]
+    with pytest.raises(OffsetsSchemaError):
+        Env().coordinator.load(records)
+    skipped: list[bytes] = []
+    fresh = Env()
+    fresh.coordinator.load(records, on_unreadable=lambda key, error: skipped.append(key))
+    assert skipped == [bad_key]
+    offsets = fresh.coordinator.fetch_offsets("solo").offsets
+    assert {tp: o.offset for tp, o in offsets.items()} == {("t", 0): 4, ("t", 1): 9}
 
 
 @run
