@@ -171,3 +171,75 @@ def partition_for_keys(
     keys: Iterable[bytes | bytearray | memoryview | None], num_partitions: int, /
 ) -> list[int]:
     """``partition_for_key`` of each key, -1 for a None key (left to the sticky partitioner)."""
+
+# The producer's fast path (native/speedups.c, "The producer's fast path").
+
+RECORD_OVERHEAD: int
+"""An upper bound of a plain record's framing in a v2 batch (accumulator.RECORD_OVERHEAD)."""
+
+@final
+class Lock:
+    """threading.Lock's methods; FastProduce tries it from C (the accumulator's lock)."""
+
+    def __init__(self) -> None: ...
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool: ...
+    def release(self) -> None: ...
+    def locked(self) -> bool: ...
+    def __enter__(self) -> bool: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+class AccumulatorCore:
+    """The C fields of RecordAccumulator: ``lock`` and ``topics`` are made here (read-only)."""
+
+    @property
+    def lock(self) -> Lock: ...
+    @property
+    def topics(self) -> dict[str, Any]: ...  # name -> accumulator.TopicState
+    records: int
+    bytes: int
+    batch_size: int
+    batch_records: int
+    buffer_memory: int
+    max_records: int
+
+class TopicStateCore:
+    """The C fields of the accumulator's TopicState."""
+
+    open: list[Any]  # per partition: its open ProducerBatch, or None
+    n: int
+    keyless: int
+    hashed: bool
+
+class ProducerBatchCore:
+    """The C fields of ProducerBatch."""
+
+    records: list[Any]
+    callbacks: list[tuple[int, Any]] | None
+    size: int
+    closed: bool
+
+@final
+class FastProduce:
+    """FastProduce(accumulator, fallback, max_record, plain=True): a Producer's produce().
+
+    Appends a plain record to its partition's open batch in C; every other call goes to
+    ``fallback`` with the same arguments.
+    """
+
+    plain: bool
+    @property
+    def appended(self) -> int: ...
+    @property
+    def fallback(self) -> Any: ...
+    def __init__(self, accumulator: AccumulatorCore, fallback: Any, max_record: int, plain: bool = True) -> None: ...
+    def __call__(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+        callback: Any = None,
+    ) -> None: ...

@@ -26,9 +26,32 @@ in flight; ``append`` waits up to ``max.block.ms`` for room and then raises
 ``BufferError``, as confluent-kafka's producer does when its queue is full.
 A record counts until its batch is acknowledged or failed.
 
-Thread-safety: one lock guards every deque, open batch and counter;
-``append`` takes it once per record. Sealed batches (closed, drained) are
-only touched by the sender thread.
+Thread-safety: one lock (``lock``) guards every deque, open batch and
+counter; ``append`` takes it once per record. Sealed batches (closed,
+drained) are only touched by the sender thread. ``Producer.produce`` is
+:class:`logstore._speedups.FastProduce`, which appends a plain record to an
+open batch with room in C: the fields it touches live in the C base classes
+(``AccumulatorCore``, ``TopicStateCore``, ``ProducerBatchCore``), and it takes
+``lock`` only by a non-blocking try (held: the call takes the general path,
+which waits), running no Python code while it holds it. Python code may lose
+the GIL between bytecodes while holding ``lock``, so everything below holds
+it for every change of the guarded state, never just the GIL.
+
+Invariants (``check_invariants`` asserts them; the tests call it):
+
+- ``records`` / ``bytes`` are the count / estimated size of the records in
+  the batches queued or in flight, plus those reserved for records waiting
+  for metadata; ``0 <= records <= max_records``, ``0 <= bytes <=
+  buffer_memory``;
+- a batch's ``size`` is ``BATCH_HEADER`` plus its records' estimates, at most
+  ``batch_size``, and it holds at most ``batch_records`` records (a batch of
+  one record may exceed ``batch_size``: a record is never refused for it);
+- ``open[p]`` is None or the last batch of ``queues[p]``, and not closed; every
+  other queued batch is closed; ``nonempty`` holds exactly the partitions
+  with a queued batch;
+- KIP-480: only ``_place`` starts a batch, and for a record whose partition
+  the partitioner chose it first tells the partitioner (``on_new_batch``).
+  The C path never starts (or closes) a batch.
 """
 
 from __future__ import annotations
@@ -42,11 +65,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from logstore._speedups import partition_for_key
+from logstore import _speedups
+from logstore._speedups import AccumulatorCore, ProducerBatchCore, TopicStateCore, partition_for_key
 from logstore.client.partitioner import Murmur2Partitioner, Murmur2RandomPartitioner, Partitioner
 
 BATCH_HEADER = 61
-RECORD_OVERHEAD = 21
+RECORD_OVERHEAD: int = _speedups.RECORD_OVERHEAD  # 21, shared with the C path
 """An upper bound of a plain record's framing: length (5), attributes (1),
 timestamp delta (1), offset delta (3), key and value lengths (5 + 5), header
 count (1)."""
@@ -59,7 +83,7 @@ Item = Any  # bytes | None | tuple[bytes | None, bytes | None] | logstore.record
 DeliveryCallback = Callable[[Any, Any], Any]
 
 
-class ProducerBatch:
+class ProducerBatch(ProducerBatchCore):
     """Records for one partition, sent (and retried) as one v2 record batch.
 
     Invariants: ``records`` is appended to only while ``closed`` is False, under
@@ -67,12 +91,12 @@ class ProducerBatch:
     is None until the first drain, then the batch's bytes (with ``producer_id``,
     ``producer_epoch`` and ``base_sequence`` set). ``size`` is the estimate
     ``BATCH_HEADER + sum(record estimates)``, an upper bound of the encoding
-    without compression.
+    without compression. ``records``, ``callbacks``, ``size`` and ``closed``
+    are fields of the C base class (the fast path appends through them).
     """
 
-    __slots__ = ("attempts", "base_sequence", "callback", "callbacks", "closed", "created", "encoded", "partition",
-                 "producer_epoch", "producer_id", "records", "retry_at", "sent", "size", "timestamp",
-                 "topic")  # fmt: skip
+    __slots__ = ("attempts", "base_sequence", "callback", "created", "encoded", "partition", "producer_epoch",
+                 "producer_id", "retry_at", "sent", "timestamp", "topic")  # fmt: skip
 
     def __init__(self, topic: str, partition: int, created: float, timestamp: int) -> None:
         self.topic = topic
@@ -102,7 +126,7 @@ class ProducerBatch:
         )
 
 
-class TopicState:
+class TopicState(TopicStateCore):
     """The accumulator's view of one topic: its partition count and per-partition deques.
 
     ``open[p]`` is the batch of partition ``p`` records are appended to (also the
@@ -110,10 +134,11 @@ class TopicState:
     partitioner gives a record with no key, for the built-in partitioners, whose
     answer for ``key=None`` changes only in ``on_new_batch`` (-1: ask each time).
     ``hashed`` is True when keyed records go to ``murmur2(key) % n`` (computed in
-    C right here rather than through the partitioner).
+    C right here rather than through the partitioner). ``n``, ``open``,
+    ``keyless`` and ``hashed`` are fields of the C base class.
     """
 
-    __slots__ = ("hashed", "keyless", "n", "name", "open", "queues")
+    __slots__ = ("name", "queues")
 
     def __init__(self, name: str, n: int, partitioner: Partitioner) -> None:
         assert n > 0, n
@@ -138,13 +163,15 @@ class TopicState:
             self.keyless = partitioner.partition(self.name, None, n)
 
 
-class RecordAccumulator:
+class RecordAccumulator(AccumulatorCore):
     """Per-partition deques of batches, with the memory bound (see the module docstring).
 
     ``wakeup`` is called, with the lock held (so it must only set an event),
     when a batch is created or closed, so the sender recomputes when the next
     batch becomes ready. A batch that fills without being closed (the fast path
     of ``Producer.produce`` does not check) is found full by ``ready``.
+    ``lock``, ``topics``, the counters ``records`` and ``bytes`` and the limits
+    are fields of the C base class (``lock`` and ``topics`` made by it).
     """
 
     def __init__(
@@ -168,9 +195,8 @@ class RecordAccumulator:
         self.max_block = max_block
         self.partitioner = partitioner
         self.wakeup = wakeup
-        self.lock = threading.Lock()
-        self.room = threading.Condition(self.lock)  # notified when records leave
-        self.topics: dict[str, TopicState] = {}
+        # Notified when records leave. Condition takes any lock with acquire/release (typeshed: threading's).
+        self.room = threading.Condition(self.lock)  # type: ignore[arg-type]
         self.nonempty: dict[tuple[str, int], TopicState] = {}  # partitions with a batch queued
         self.records = 0  # records appended and not yet completed (queued or in flight)
         self.bytes = 0  # their estimated size
@@ -482,3 +508,60 @@ class RecordAccumulator:
 
     def has_queued(self) -> bool:
         return bool(self.nonempty)
+
+    # -- the debug check ---------------------------------------------------------
+
+    def check_invariants(
+        self, in_flight: Iterable[ProducerBatch] = (), reserved: tuple[int, int] = (0, 0)
+    ) -> None:
+        """Assert the module docstring's invariants (for tests; O(records)).
+
+        ``in_flight``: the batches out of the deques and not yet completed (the
+        sender's); ``reserved``: the (records, bytes) of ``reserve`` not yet placed.
+        """
+        with self.lock:
+            queued = [b for state in self.topics.values() for queue in state.queues for b in queue]
+            batches = queued + list(in_flight)
+            count = sum(len(b.records) for b in batches) + reserved[0]
+            size = sum(b.size - BATCH_HEADER for b in batches) + reserved[1]
+            assert (self.records, self.bytes) == (count, size), ((self.records, self.bytes), (count, size))
+            assert 0 <= self.records <= self.max_records, (self.records, self.max_records)
+            assert 0 <= self.bytes <= self.buffer_memory, (self.bytes, self.buffer_memory)
+            for batch in batches:
+                _check_batch(batch, self.batch_size, self.batch_records)
+            for name, state in self.topics.items():
+                _check_state(name, state, self.nonempty)
+
+
+def estimate(item: Item) -> int:
+    """A record's share of a batch's ``size``: an upper bound of its v2 encoding (as
+    ``Producer.produce`` computes it). O(1), O(headers) for a Record."""
+    if item is None or item.__class__ is bytes:
+        return RECORD_OVERHEAD + (0 if item is None else len(item))
+    if item.__class__ is tuple:
+        key, value = item
+        return RECORD_OVERHEAD + (0 if key is None else len(key)) + (0 if value is None else len(value))
+    size = RECORD_OVERHEAD + len(item.key or b"") + len(item.value or b"")
+    size += TIMESTAMP_OVERHEAD if item.timestamp else 0
+    for name, data in item.headers:
+        size += HEADER_OVERHEAD + len(name.encode()) + (0 if data is None else len(data))
+    return size
+
+
+def _check_batch(batch: ProducerBatch, batch_size: int, batch_records: int) -> None:
+    records = batch.records
+    assert batch.size == BATCH_HEADER + sum(map(estimate, records)), (batch, batch.size)
+    assert len(records) == 1 or (batch.size <= batch_size and len(records) <= batch_records), batch
+    indexes = [i for i, _ in batch.callbacks or ()]
+    assert indexes == sorted(set(indexes)) and all(0 <= i < len(records) for i in indexes), (batch, indexes)
+
+
+def _check_state(name: str, state: TopicState, nonempty: dict[tuple[str, int], TopicState]) -> None:
+    assert state.name == name and len(state.open) == len(state.queues) == state.n, (name, state.n)
+    assert -1 <= state.keyless < state.n, (name, state.keyless)
+    for p, queue in enumerate(state.queues):
+        assert all(b.topic == name and b.partition == p for b in queue), (name, p)
+        assert all(b.closed for b in list(queue)[:-1]), f"{name}-{p}: an open batch before the last"
+        batch = state.open[p]
+        assert batch is None or (queue[-1] is batch and not batch.closed), f"{name}-{p}: open {batch}"
+        assert (nonempty.get((name, p)) is state) == bool(queue), f"{name}-{p}: nonempty"

@@ -48,8 +48,10 @@ def test_records_wait_for_linger_then_become_ready() -> None:
     [batch] = acc.drain(ready[0])
     assert batch.closed and batch.records == [b"v"] and state.open[0] is None
     assert acc.records == 1  # counted until completed
+    acc.check_invariants(in_flight=[batch])
     acc.complete(batch)
     assert acc.records == 0 and acc.bytes == 0
+    acc.check_invariants()
 
 
 def test_a_full_batch_is_ready_at_once_and_the_next_record_opens_another() -> None:
@@ -67,6 +69,7 @@ def test_a_full_batch_is_ready_at_once_and_the_next_record_opens_another() -> No
     assert first.size <= acc.batch_size
     encoded = build_batch(first.records)
     assert len(encoded) <= first.size, "the size estimate bounds the encoding"
+    acc.check_invariants()
 
 
 def test_batch_num_messages_closes_a_batch() -> None:
@@ -75,9 +78,12 @@ def test_batch_num_messages_closes_a_batch() -> None:
     for i in range(7):
         acc.append(state, 0, b"%d" % i, size_of(b"0"), None, None, False)
     assert [len(b.records) for b in state.queues[0]] == [3, 3, 1]
+    acc.check_invariants()
     ready, _, _ = acc.ready(time.monotonic(), leader_zero)
     assert ready == {0: [("t", 0)]}
-    assert acc.drain(ready[0])[0].records == [b"0", b"1", b"2"]
+    [drained] = acc.drain(ready[0])
+    assert drained.records == [b"0", b"1", b"2"]
+    acc.check_invariants(in_flight=[drained])
 
 
 def test_flush_makes_every_batch_ready_and_unknown_leaders_are_reported() -> None:
@@ -104,6 +110,7 @@ def test_retries_go_back_to_the_head_and_wait_for_their_backoff() -> None:
     assert ready == {} and 9 < wait <= 10, "the head's backoff holds the partition (order is kept)"
     ready, _, _ = acc.ready(time.monotonic(), leader_zero, muted=[("t", 0)])
     assert ready == {}
+    acc.check_invariants()
 
 
 def test_buffer_memory_blocks_for_max_block_ms_then_raises_buffer_error() -> None:
@@ -116,6 +123,7 @@ def test_buffer_memory_blocks_for_max_block_ms_then_raises_buffer_error() -> Non
     with pytest.raises(BufferError, match=r"max\.block\.ms=200"):
         acc.append(state, 0, value, size_of(value), None, None, False)
     assert 0.18 <= time.monotonic() - started < 2
+    acc.check_invariants()
 
 
 def test_a_blocked_append_goes_on_when_a_batch_completes() -> None:
@@ -152,6 +160,7 @@ def test_keyless_records_stick_to_a_partition_until_a_batch_fills() -> None:
     runs = [partitions[i : i + 4] for i in range(0, 12, 4)]
     assert all(len(set(run)) == 1 for run in runs), partitions
     assert runs[0][0] != runs[1][0] and runs[1][0] != runs[2][0], "a new batch moves the sticky partition"
+    acc.check_invariants()
 
 
 def test_expired_batches_leave_the_queue() -> None:
@@ -174,6 +183,7 @@ def test_append_many_cuts_whole_batches_without_exceeding_batch_size() -> None:
     assert [r for b in batches for r in b.records] == values
     assert all(b.closed and b.size <= acc.batch_size for b in batches)
     assert acc.records == 1000 and acc.bytes == int(cumulative[-1])
+    acc.check_invariants()
     decoded = [
         r.value for b in batches for batch in parse_batches(build_batch(b.records)) for r in batch.records
     ]
@@ -194,3 +204,55 @@ def test_a_batch_repr_and_len() -> None:
     batch = ProducerBatch("t", 3, time.monotonic(), 0)
     batch.records.extend([b"a", b"b"])
     assert len(batch) == 2 and "t-3" in repr(batch)
+
+
+def test_check_invariants_finds_a_broken_counter_size_or_queue() -> None:
+    acc = make(batch_records=2, linger=60)
+    state = acc.topic_state("t", 2)
+    for value in (b"a", b"bb", b"c"):
+        acc.append(state, 0, value, size_of(value), None, None, False)
+    acc.check_invariants()
+    acc.records += 1
+    with pytest.raises(AssertionError):
+        acc.check_invariants()
+    acc.check_invariants(reserved=(1, 0))  # unless reserved for a record waiting for metadata
+    acc.records -= 1
+    first, second = state.queues[0]
+    first.size += 1
+    with pytest.raises(AssertionError):
+        acc.check_invariants()
+    first.size -= 1
+    first.closed = False
+    with pytest.raises(AssertionError, match="an open batch before the last"):
+        acc.check_invariants()
+    first.closed = True
+    state.open[0] = first
+    with pytest.raises(AssertionError, match="open"):
+        acc.check_invariants()
+    state.open[0] = second
+    acc.check_invariants()
+
+
+def test_the_fields_of_the_c_base_classes_read_and_write_as_attributes() -> None:
+    acc = make()
+    assert acc.records == 0 and acc.bytes == 0 and acc.batch_size == 10_000 and acc.max_records == 1_000_000
+    assert acc.topics == {} and not acc.lock.locked()
+    with pytest.raises(AttributeError):
+        acc.lock = threading.Lock()  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        acc.topics = {}  # type: ignore[misc]
+    state = acc.topic_state("t", 3)
+    assert acc.topics == {"t": state} and state.n == 3 and state.open == [None] * 3 and state.hashed
+    assert 0 <= state.keyless < 3
+    state.grow(5, acc.partitioner)
+    assert state.n == 5 and len(state.open) == len(state.queues) == 5
+    batch = ProducerBatch("t", 1, time.monotonic(), 0)
+    assert (batch.records, batch.size, batch.callbacks, batch.closed) == ([], BATCH_HEADER, None, False)
+    batch.size += 5
+    batch.closed = True
+    batch.callbacks = [(0, print)]
+    assert (batch.size, batch.closed, batch.callbacks) == (BATCH_HEADER + 5, True, [(0, print)])
+    with pytest.raises(TypeError):
+        batch.size = "5"  # type: ignore[assignment]
+    with pytest.raises(TypeError):
+        batch.closed = 1  # type: ignore[assignment]
