@@ -738,3 +738,35 @@ def test_embedded_close_with_a_fetch_in_flight_leaves_nothing_behind(
         assert embedded.loop.is_closed()
         assert not [t for t in asyncio.all_tasks(embedded.loop) if not t.done()]
     assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
+
+
+def test_the_consumer_takes_the_seeds_eight_steps_in_order(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 000's eight steps (seed 002 draws the same sequence, after a Metadata request):
+    FindCoordinator, JoinGroup, SyncGroup, OffsetFetch, ListOffsets (no committed offset yet),
+    Fetch, OffsetCommit, Heartbeat, as the API keys a subscribing consumer sends."""
+    from logstore.embedded import EmbeddedConnection
+
+    sent: list[int] = []
+    real_send = EmbeddedConnection.send
+
+    def recording(self: EmbeddedConnection, api_key: int, fields: dict[str, Any], **kw: Any) -> Any:
+        sent.append(api_key)
+        return real_send(self, api_key, fields, **kw)
+
+    bootstrap = f"embedded://{tmp_path}"
+    with Producer({"bootstrap.servers": bootstrap}) as p:
+        p.produce_batch("steps", [b"a", b"b"])
+        assert p.flush(10) == 0
+        monkeypatch.setattr(EmbeddedConnection, "send", recording)
+        with Consumer({"bootstrap.servers": bootstrap, "group.id": "steps", "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False, "heartbeat.interval.ms": 100}) as c:  # fmt: skip
+            c.subscribe(["steps"])
+            assert [m.value() for m in drain(c, 2)] == [b"a", b"b"]
+            c.commit(asynchronous=False)
+            wait_for(lambda: 12 in sent, "a heartbeat", timeout=10)
+    metadata, steps, heartbeat, sync = 3, [10, 11, 14, 9, 2, 1, 8], 12, 14
+    assert metadata in sent and sent.index(metadata) < sent.index(10)
+    firsts = [sent.index(api) for api in steps]
+    assert firsts == sorted(firsts), f"first occurrences {dict(zip(steps, firsts, strict=True))} in {sent}"
+    # Heartbeats are periodic from the end of SyncGroup on (the commit may come before or after one).
+    assert sent.index(heartbeat) > sent.index(sync)

@@ -438,3 +438,36 @@ def test_an_out_of_order_sequence_resets_the_producer_id(tmp_path: Any) -> None:
     [(err, msg), (ok, after)] = reports.items
     assert err is not None and err.code() == 45 and msg.value() == b"lost"
     assert ok is None and after.offset() == 0
+
+
+def test_a_fatal_answer_fails_the_producer_with_a_clear_exception(tmp_path: Any) -> None:
+    """INVALID_PRODUCER_EPOCH (a newer producer took over) is fatal, as in Kafka: the batch fails,
+    and every later produce() raises a fatal KafkaException saying to create a new producer."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    def fence(n: int, send: Any, node: Any, fields: Any, kw: Any) -> Any:
+        answer = SimpleNamespace(responses=[
+            SimpleNamespace(name=t["name"], partition_responses=[
+                SimpleNamespace(index=pd["index"], error_code=47, base_offset=-1, log_append_time=None,
+                                error_message="fenced by the test")
+                for pd in t["partition_data"]
+            ]) for t in fields["topic_data"]
+        ])  # fmt: skip
+        fenced: Future[Any] = Future()
+        fenced.set_result(answer)
+        return fenced
+
+    reports = Reports()
+    with Producer({"bootstrap.servers": f"embedded://{tmp_path}"}) as p:
+        _lossy(p, fence)
+        p.produce("fenced", b"first", on_delivery=reports)
+        assert p.flush(DEADLINE_S) == 0
+        [(err, msg)] = reports.items
+        assert err is not None and err.code() == 47 and msg.value() == b"first"
+        for call in (lambda: p.produce("fenced", b"second"), lambda: p.produce_batch("fenced", [b"third"])):
+            with pytest.raises(KafkaException) as raised:
+                call()
+            error = raised.value.args[0]
+            assert error.fatal() and error.code() == KafkaError._FATAL
+            assert "INVALID_PRODUCER_EPOCH" in error.str() and "create a new producer" in error.str()
