@@ -468,8 +468,8 @@ class Sender(threading.Thread):
         idem = self.idempotence
         now = time.monotonic()
         if code in FATAL_ERRORS:
+            self._set_fatal(error)  # first: a produce() after this batch's report must see it
             self._fail(batch, error, terminal=False)
-            self._set_fatal(error)
         elif idem is not None and code == OUT_OF_ORDER_SEQUENCE_NUMBER and not idem.is_oldest(batch):
             self._retry_later(batch, now)  # an older batch of the partition failed: it goes first
         elif idem is not None and code in (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID):

@@ -374,6 +374,23 @@ def _lossy(p: Producer, rewrite: Any) -> list[int]:
     return calls
 
 
+def _refused(fields: dict[str, Any], code: int) -> Any:
+    """A settled future: a Produce answer refusing every partition of ``fields`` with ``code``."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    answer = SimpleNamespace(responses=[
+        SimpleNamespace(name=t["name"], partition_responses=[
+            SimpleNamespace(index=pd["index"], error_code=code, base_offset=-1, log_append_time=None,
+                            error_message="refused by the test")
+            for pd in t["partition_data"]
+        ]) for t in fields["topic_data"]
+    ])  # fmt: skip
+    refused: Future[Any] = Future()
+    refused.set_result(answer)
+    return refused
+
+
 def test_a_lost_answer_is_retried_and_deduplicated(tmp_path: Any) -> None:
     from concurrent.futures import Future
 
@@ -403,8 +420,6 @@ def test_a_lost_answer_is_retried_and_deduplicated(tmp_path: Any) -> None:
 
 
 def test_an_out_of_order_sequence_resets_the_producer_id(tmp_path: Any) -> None:
-    from concurrent.futures import Future
-    from types import SimpleNamespace
 
     refused_ids: list[int] = []
 
@@ -413,16 +428,7 @@ def test_an_out_of_order_sequence_resets_the_producer_id(tmp_path: Any) -> None:
             return send(node, 0, fields, **kw)
         records = fields["topic_data"][0]["partition_data"][0]["records"]
         refused_ids.extend(b.producer_id for b in parse_batches(records))
-        answer = SimpleNamespace(responses=[
-            SimpleNamespace(name=t["name"], partition_responses=[
-                SimpleNamespace(index=pd["index"], error_code=45, base_offset=-1, log_append_time=None,
-                                error_message="refused by the test")
-                for pd in t["partition_data"]
-            ]) for t in fields["topic_data"]
-        ])  # fmt: skip
-        refused: Future[Any] = Future()
-        refused.set_result(answer)
-        return refused
+        return _refused(fields, 45)
 
     reports = Reports()
     data = os.path.join(str(tmp_path), "data")
@@ -443,20 +449,9 @@ def test_an_out_of_order_sequence_resets_the_producer_id(tmp_path: Any) -> None:
 def test_a_fatal_answer_fails_the_producer_with_a_clear_exception(tmp_path: Any) -> None:
     """INVALID_PRODUCER_EPOCH (a newer producer took over) is fatal, as in Kafka: the batch fails,
     and every later produce() raises a fatal KafkaException saying to create a new producer."""
-    from concurrent.futures import Future
-    from types import SimpleNamespace
 
     def fence(n: int, send: Any, node: Any, fields: Any, kw: Any) -> Any:
-        answer = SimpleNamespace(responses=[
-            SimpleNamespace(name=t["name"], partition_responses=[
-                SimpleNamespace(index=pd["index"], error_code=47, base_offset=-1, log_append_time=None,
-                                error_message="fenced by the test")
-                for pd in t["partition_data"]
-            ]) for t in fields["topic_data"]
-        ])  # fmt: skip
-        fenced: Future[Any] = Future()
-        fenced.set_result(answer)
-        return fenced
+        return _refused(fields, 47)
 
     reports = Reports()
     with Producer({"bootstrap.servers": f"embedded://{tmp_path}"}) as p:
