@@ -496,40 +496,38 @@ class TimestampSpec(OffsetSpec):
         return self.timestamp
 
 
-class MaxTimestampSpec(OffsetSpec):
+class _LogicalSpec(OffsetSpec):
+    """A spec Kafka names by a negative timestamp (``code``): one instance of each."""
+
+    code: ClassVar[int]
+
+    def __new__(cls) -> _LogicalSpec:
+        return object.__new__(cls)
+
+    @property
+    def _value(self) -> int:
+        return self.code
+
+
+class MaxTimestampSpec(_LogicalSpec):
     """The offset of the record with the largest timestamp (ListOffsets v7+)."""
 
-    def __new__(cls) -> MaxTimestampSpec:
-        return object.__new__(cls)
-
-    @property
-    def _value(self) -> int:
-        return -3
+    code = -3
 
 
-class LatestSpec(OffsetSpec):
+class LatestSpec(_LogicalSpec):
     """The log end offset (the offset the next record will get)."""
 
-    def __new__(cls) -> LatestSpec:
-        return object.__new__(cls)
-
-    @property
-    def _value(self) -> int:
-        return -1
+    code = -1
 
 
-class EarliestSpec(OffsetSpec):
+class EarliestSpec(_LogicalSpec):
     """The log start offset."""
 
-    def __new__(cls) -> EarliestSpec:
-        return object.__new__(cls)
-
-    @property
-    def _value(self) -> int:
-        return -2
+    code = -2
 
 
-OffsetSpec._values.update({-3: MaxTimestampSpec(), -2: EarliestSpec(), -1: LatestSpec()})
+OffsetSpec._values.update({spec.code: spec() for spec in (MaxTimestampSpec, EarliestSpec, LatestSpec)})
 
 
 # -- results -------------------------------------------------------------------------------------

@@ -318,22 +318,12 @@ class Consumer:
             if state is None or state.high_watermark < 0:
                 return OFFSET_INVALID, OFFSET_INVALID
             return state.log_start_offset, state.high_watermark
-        limit = self._timeout(timeout)
-        deadline = time.monotonic() + limit
-        low_sent = self._fetcher.list_offsets_async({key: -2})
+        deadline = time.monotonic() + self._timeout(timeout)
+        low_sent = self._fetcher.list_offsets_async({key: -2})  # both in flight at once
         high_sent = self._fetcher.list_offsets_async({key: -1})
         values = []
         for sent in (low_sent, high_sent):
-            future, keys = sent[0]
-            try:
-                future.result(max(deadline - time.monotonic(), 0.0))
-            except TimeoutError:
-                raise KafkaException(
-                    local("_TIMED_OUT", f"get_watermark_offsets: no answer in {limit:.1f} s")
-                ) from None
-            except KafkaException:
-                pass
-            code, offset, _ = self._fetcher.list_offsets_result(future, keys)[key]
+            code, offset, _ = self._fetcher.await_offsets(sent, deadline, "get_watermark_offsets")[key]
             if code:
                 raise KafkaException(KafkaError(code, f"get_watermark_offsets({key[0]} [{key[1]}])"))
             values.append(offset)

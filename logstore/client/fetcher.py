@@ -552,17 +552,21 @@ class Fetcher:
         self, timestamps: dict[TopicPartitionKey, int], timeout: float
     ) -> dict[TopicPartitionKey, tuple[int, int, int]]:
         """ListOffsets and wait (at most ``timeout`` seconds; KafkaException ``_TIMED_OUT`` past it)."""
-        deadline = time.monotonic() + timeout
+        return self.await_offsets(self.list_offsets_async(timestamps), time.monotonic() + timeout, "ListOffsets")
+
+    def await_offsets(
+        self, sent: list[tuple[Future[Any], list[TopicPartitionKey]]], deadline: float, what: str
+    ) -> dict[TopicPartitionKey, tuple[int, int, int]]:
+        """The answers to requests of :meth:`list_offsets_async`, waited for until ``deadline``
+        (monotonic seconds; KafkaException ``_TIMED_OUT`` past it). O(partitions)."""
         results: dict[TopicPartitionKey, tuple[int, int, int]] = {}
-        for future, keys in self.list_offsets_async(timestamps):
+        for future, keys in sent:
             try:
                 future.result(max(deadline - time.monotonic(), 0.0))
             except TimeoutError:
-                raise KafkaException(
-                    local("_TIMED_OUT", f"ListOffsets: no answer within {timeout:.1f} s")
-                ) from None
+                raise KafkaException(local("_TIMED_OUT", f"{what}: no answer in time")) from None
             except KafkaException:
-                pass
+                pass  # settled with an error: list_offsets_result reports it per partition
             results.update(self.list_offsets_result(future, keys))
         return results
 

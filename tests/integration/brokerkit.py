@@ -94,3 +94,11 @@ class BrokerProcess:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30) -> None:
+    """Create ``topic`` with confluent-kafka's AdminClient (an independent client), waiting for it."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)[topic].result(timeout)

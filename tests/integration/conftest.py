@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from brokerkit import BrokerProcess, free_port
@@ -31,3 +32,12 @@ def broker_factory(tmp_path: object) -> Iterator[object]:
 @pytest.fixture
 def broker(broker_factory: object) -> BrokerProcess:
     return broker_factory()  # type: ignore[operator, no-any-return]
+
+
+FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
+"""Groups start at once (no initial rebalance delay) and sessions may be as short as 1 s."""
+
+
+@pytest.fixture
+def fast_broker(broker_factory: Any) -> BrokerProcess:
+    return broker_factory(FAST_GROUPS)  # type: ignore[no-any-return]

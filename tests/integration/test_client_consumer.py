@@ -19,10 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from brokerkit import BrokerProcess
+from brokerkit import BrokerProcess, create_topic
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Producer as ConfluentProducer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from logstore.client.cluster import Cluster
 from logstore.client.config import ClientConfig, ConfigError
@@ -34,19 +33,12 @@ from logstore.records import build_batch
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
 SESSION = {"session.timeout.ms": 3000, "heartbeat.interval.ms": 300}
 DEADLINE_S = 30
 
 
-@pytest.fixture
-def fast_broker(broker_factory: Any) -> BrokerProcess:
-    return broker_factory(FAST_GROUPS)  # type: ignore[no-any-return]
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions)])[topic].result(10)
 
 
 def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0, **kw: Any) -> None:

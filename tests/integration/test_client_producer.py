@@ -15,9 +15,8 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from brokerkit import BrokerProcess, free_port
+from brokerkit import BrokerProcess, create_topic, free_port
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from logstore.client.config import ConfigError
 from logstore.client.errors import KafkaError, KafkaException
@@ -32,9 +31,6 @@ pytestmark = [pytest.mark.integration]
 DEADLINE_S = 30
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions)])[topic].result(10)
 
 
 def read_back(bootstrap: str, topic: str, partitions: int, count: int) -> dict[int, list[Any]]:

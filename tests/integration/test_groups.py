@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from brokerkit import BrokerProcess
+from brokerkit import BrokerProcess, create_topic
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions
 from kafka import KafkaConsumer
 from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v4.request import JoinGroupRequestProtocol
@@ -38,19 +38,12 @@ from wire import WireClient, request_class
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-FAST_GROUPS = {"group.initial.rebalance.delay.ms": "0"}
 SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 DEADLINE_S = 30
 
 
-@pytest.fixture
-def fast_broker(broker_factory: Any) -> BrokerProcess:
-    return broker_factory(FAST_GROUPS)  # type: ignore[no-any-return]
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions)])[topic].result(10)
 
 
 def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0) -> None:

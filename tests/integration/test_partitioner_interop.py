@@ -13,9 +13,8 @@ import time
 from typing import Any
 
 import pytest
-from brokerkit import BrokerProcess
+from brokerkit import BrokerProcess, create_topic
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from logstore.client.partitioner import get_partitioner, murmur2_partition
 
@@ -25,10 +24,6 @@ DEADLINE_S = 30
 PARTITIONS = 7
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=DEADLINE_S)
-    futures[topic].result(timeout=DEADLINE_S)
 
 
 def distinct_keys(count: int, seed: int) -> list[bytes]:
