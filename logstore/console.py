@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO
 
 from logstore._clients import kafka_reason
 from logstore.errors import LogstoreError
@@ -382,6 +382,3 @@ def stdin_binary() -> BinaryIO:
 def stdout_binary() -> BinaryIO:
     return sys.stdout.buffer
 
-
-def stderr_text() -> TextIO:
-    return sys.stderr

@@ -285,9 +285,6 @@ class Fetcher:
 
     # -- reading -------------------------------------------------------------
 
-    def has_ready(self) -> bool:
-        return bool(self._has_data) or bool(self.errors)
-
     def collect(self, wanted: int, out: list[Message], auto_store: bool) -> None:
         """Move up to ``wanted`` messages (errors first) into ``out``, advancing positions.
 

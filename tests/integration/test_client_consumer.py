@@ -762,3 +762,32 @@ def test_the_consumer_takes_the_seeds_eight_steps_in_order(tmp_path: Any, monkey
     assert firsts == sorted(firsts), f"first occurrences {dict(zip(steps, firsts, strict=True))} in {sent}"
     # Heartbeats are periodic from the end of SyncGroup on (the commit may come before or after one).
     assert sent.index(heartbeat) > sent.index(sync)
+
+
+def test_incremental_assign_and_unassign_change_only_what_they_name(tmp_path: Any) -> None:
+    """confluent-kafka's cooperative calls in assign mode: partitions are added and removed one by
+    one, each added at its own offset, the others untouched."""
+    from logstore.client.admin import AdminClient as OurAdmin
+    from logstore.client.admin import NewTopic as OurNewTopic
+
+    bootstrap = f"embedded://{tmp_path}"
+    with Producer({"bootstrap.servers": bootstrap}) as p:
+        with OurAdmin({"bootstrap.servers": bootstrap}) as admin:
+            admin.create_topics([OurNewTopic("inc", 3)])["inc"].result(10)
+        for partition in range(3):
+            for n in range(5):
+                p.produce("inc", b"%d-%d" % (partition, n), partition=partition)
+        assert p.flush(10) == 0
+        with Consumer({"bootstrap.servers": bootstrap}) as c:
+            c.incremental_assign([TopicPartition("inc", 0, OFFSET_BEGINNING)])
+            assert [m.value() for m in drain(c, 5)] == [b"0-%d" % n for n in range(5)]
+            c.incremental_assign([TopicPartition("inc", 2, 3)])
+            assert sorted((tp.topic, tp.partition) for tp in c.assignment()) == [("inc", 0), ("inc", 2)]
+            assert [m.value() for m in drain(c, 2)] == [b"2-3", b"2-4"]
+            c.incremental_unassign([TopicPartition("inc", 0)])
+            assert [(tp.topic, tp.partition) for tp in c.assignment()] == [("inc", 2)]
+            p.produce("inc", b"0-late", partition=0)
+            p.produce("inc", b"2-late", partition=2)
+            assert p.flush(10) == 0
+            assert [m.value() for m in drain(c, 1)] == [b"2-late"]
+            assert c.consume(10, 0.5) == []  # partition 0 is no longer read
