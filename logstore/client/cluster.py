@@ -33,9 +33,8 @@ METADATA = 3
 FIND_COORDINATOR = 10
 _ZERO_UUID = uuid.UUID(int=0)
 BOOTSTRAP_ID_BASE = -1  # bootstrap servers get ids -1, -2, ... until metadata names them
-COORDINATOR_LINK_BASE = (
-    2**31 - 1
-)  # a coordinator's own connection: id BASE - node id (Java's Integer.MAX_VALUE - id)
+# A coordinator's own connection has id BASE - node id (Java's Integer.MAX_VALUE - id).
+COORDINATOR_LINK_BASE = 2**31 - 1
 
 
 def coordinator_link(node_id: int) -> int:
