@@ -5,6 +5,7 @@
 #   make test    create .venv, install system and Python packages, build the
 #                C core, lint, type-check and run the whole suite
 #   LOGSTORE_SANITIZE=1 make test   the same with ASan + UBSan in the C core
+#   make spark-example  the Spark pipeline of examples/ against the broker of `make run`
 #   make bench   microbenchmarks (pytest-benchmark), results in .benchmarks/
 
 PYTHON ?= python3
@@ -14,8 +15,8 @@ PIP := $(PY) -m pip
 SANITIZE := $(if $(filter 1,$(LOGSTORE_SANITIZE)),1,0)
 STAMP := $(VENV)/.build-stamp-sanitize-$(SANITIZE)
 NATIVE_SOURCES := $(wildcard native/*.c native/*.h native/*.py) setup.py pyproject.toml
-# Debian packages the build and the suite need (compiler and headers).
-SYSTEM_PACKAGES := gcc python3-dev
+# Debian packages the build and the suite need: compiler and headers; a Java 17 runtime for Spark.
+SYSTEM_PACKAGES := gcc python3-dev openjdk-17-jre-headless
 PYTEST_ARGS ?=
 
 ifeq ($(SANITIZE),1)
@@ -25,7 +26,7 @@ else
 SANITIZER_ENV :=
 endif
 
-.PHONY: run example test lint typecheck unit bench system-packages clean
+.PHONY: run example spark-example test lint typecheck unit bench system-packages clean
 
 system-packages:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -50,8 +51,11 @@ run: $(STAMP)
 example: $(STAMP)
 	$(PY) -m logstore.examples.embedded
 
+spark-example: $(STAMP)
+	$(PY) examples/spark_pipeline.py --bootstrap 127.0.0.1:9092
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check logstore tests bench
+	$(VENV)/bin/ruff check logstore tests bench examples pyspark_logstore
 	$(VENV)/bin/mypy
 
 test: $(STAMP) lint

@@ -39,6 +39,32 @@ class OffsetOutOfRangeError(LogstoreError):
     """An offset below the log start or above the log end was asked for."""
 
 
+class OffsetGoneError(OffsetOutOfRangeError):
+    """Offsets below the log start offset were asked for: retention or delete_records removed them.
+
+    ``log_start_offset`` is where the log starts now (-1 if unknown), so a
+    caller can skip to it (Spark's ``failOnDataLoss=false``) or fail.
+    """
+
+    def __init__(
+        self, topic: str, partition: int, offset: int, log_start_offset: int, where: str = ""
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        start = (
+            f"the log starts at offset {log_start_offset}"
+            if log_start_offset >= 0
+            else "the log start is unknown"
+        )
+        super().__init__(
+            f"{topic}[{partition}]{where}: offset {offset} is no longer in the log ({start}; retention or "
+            f"delete_records removed the records before it); read from offset {max(log_start_offset, 0)} "
+            "or later, or accept the loss"
+        )
+
+
 class RecordTooLargeError(LogstoreError):
     """A batch is larger than the log accepts (``max.message.bytes``)."""
 

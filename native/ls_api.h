@@ -225,3 +225,152 @@ enum {
  * bounded by the frame's bytes and the program's length, nesting by 16. */
 int64_t ls_request_walk(const int32_t *program, int64_t program_len, int64_t start,
                         const uint8_t *frame, int64_t frame_len, int64_t at);
+
+/* Kafka record batches <-> Apache Arrow columns (arrow.c).
+ *
+ * Arrow layouts (columnar format 1.0, little-endian hosts): a validity
+ * bitmap has bit i (least significant first) of byte i / 8 set when row i
+ * is not null; a binary or utf8 column is int32 offsets[n + 1] and data
+ * bytes offsets[i]..offsets[i + 1]; headers are list<struct<key utf8,
+ * value binary>>: int32 list offsets[n + 1] into the header entries, whose
+ * key and value columns are laid out as above. */
+enum {
+    LS_ARROW_CRC = 1,     /* decode: verify each batch's CRC-32C */
+    LS_ARROW_HEADERS = 2  /* decode: fill the header columns */
+};
+
+enum {
+    LS_ARROW_STOP_COMPRESSED = 1, /* a compressed batch at position: the caller
+                                   * decompresses it, then ls_arrow_decode_section */
+    LS_ARROW_STOP_END = 2,        /* a batch at or past offset_end */
+    LS_ARROW_STOP_ROWS = 3,       /* rows reached rows_max */
+    LS_ARROW_STOP_FULL = 4        /* the next batch could pass data_limit */
+};
+
+/* The header-only first pass: what the decode of buf will need. */
+typedef struct ls_arrow_plan {
+    int64_t offset_start; /* in: rows with offset_start <= offset < offset_end */
+    int64_t offset_end;
+    int64_t bytes;        /* out: bytes walked (whole batches) */
+    int64_t rows;         /* out: records of the uncompressed batches with rows in range */
+    int64_t data;         /* out: records-section bytes of those batches */
+    int64_t section_max;  /* out: the largest of those sections */
+    int32_t stop;         /* out: LS_OK, LS_ARROW_STOP_END or the header's LS_ERR_* */
+} ls_arrow_plan_t;
+
+/* Decode state: inputs, caller-owned output columns, progress carried from
+ * call to call. Capacities: rows_cap rows (bitmaps (rows_cap + 7) / 8 bytes,
+ * offsets rows_cap + 1 entries), *_cap bytes of data, headers_cap entries. */
+typedef struct ls_arrow_columns {
+    int64_t offset_start;    /* rows with offset_start <= offset < offset_end */
+    int64_t offset_end;
+    int64_t rows_max;        /* stop after the batch that reaches it; <= 0: none */
+    int64_t data_limit;      /* bytes one data column may hold (int32 offsets) */
+    uint32_t flags;          /* LS_ARROW_CRC | LS_ARROW_HEADERS */
+    int64_t *offsets;
+    int64_t *timestamps_us;  /* ms * 1000, saturated at the int64 range */
+    int32_t *timestamp_types;/* 0 CreateTime, 1 LogAppendTime */
+    uint8_t *key_valid;
+    int32_t *key_offsets;
+    uint8_t *key_data;
+    uint8_t *value_valid;
+    int32_t *value_offsets;
+    uint8_t *value_data;
+    int64_t rows_cap;
+    int64_t key_cap;
+    int64_t value_cap;
+    uint8_t *header_valid;   /* a record without headers is a null list (as Spark) */
+    int32_t *header_offsets;
+    int32_t *hkey_offsets;
+    uint8_t *hkey_data;
+    uint8_t *hvalue_valid;
+    int32_t *hvalue_offsets;
+    uint8_t *hvalue_data;
+    int64_t headers_cap;
+    int64_t hkey_cap;
+    int64_t hvalue_cap;
+    int64_t position;        /* bytes of buf consumed */
+    int64_t next_offset;     /* the next offset to read; start it at offset_start */
+    int64_t rows;
+    int64_t headers;
+    int64_t key_nulls;
+    int64_t value_nulls;
+    int64_t header_nulls;
+    int64_t hvalue_nulls;
+    int32_t stop;            /* LS_OK at the end of buf, LS_ARROW_STOP_* or LS_ERR_* */
+    int64_t stop_offset;     /* base offset of the batch stopped at; -1 if unreadable */
+} ls_arrow_columns_t;
+
+/* Walks the batch headers of buf (no CRC, no records) as ls_arrow_decode
+ * will, to size its columns. Returns LS_OK or LS_ERR_ARGUMENT. */
+int ls_arrow_plan(const uint8_t *buf, int64_t len, ls_arrow_plan_t *plan);
+
+/* Decodes whole batches from buf + columns->position into the columns until
+ * the end of buf or a stop (columns->stop). Returns LS_OK or LS_ERR_ARGUMENT. */
+int ls_arrow_decode(const uint8_t *buf, int64_t len, ls_arrow_columns_t *columns);
+
+/* Decodes the decompressed records section of the compressed batch at
+ * batch[0..batch_len) (where ls_arrow_decode stopped) and consumes the batch.
+ * columns->stop: LS_OK, LS_ARROW_STOP_ROWS or LS_ERR_*. */
+int ls_arrow_decode_section(const uint8_t *batch, int64_t batch_len, const uint8_t *section,
+                            int64_t section_len, ls_arrow_columns_t *columns);
+
+/* Arrow columns to encode. Offsets pointers start at the array's first row
+ * (the array offset applied); validity bitmaps are NULL when no row is null,
+ * else read from bit *_valid_bit (the array offset). data_len bounds offsets. */
+typedef struct ls_arrow_source {
+    int64_t rows;
+    const uint8_t *key_valid;      /* key_offsets NULL: every key is null */
+    int64_t key_valid_bit;
+    const int32_t *key_offsets;
+    const uint8_t *key_data;
+    int64_t key_data_len;
+    const uint8_t *value_valid;    /* a null value is a tombstone */
+    int64_t value_valid_bit;
+    const int32_t *value_offsets;
+    const uint8_t *value_data;
+    int64_t value_data_len;
+    const int64_t *timestamps;     /* ms; NULL: every record has timestamp */
+    int64_t timestamp;
+    const uint8_t *header_valid;   /* header_offsets NULL: no headers */
+    int64_t header_valid_bit;
+    const int32_t *header_offsets; /* list offsets: entries of row i */
+    const uint8_t *entry_valid;    /* struct validity (null entries are refused) */
+    int64_t entry_valid_bit;
+    const uint8_t *hkey_valid;     /* null header keys are refused */
+    int64_t hkey_valid_bit;
+    const int32_t *hkey_offsets;   /* indexed by entry */
+    const uint8_t *hkey_data;
+    int64_t hkey_data_len;
+    const uint8_t *hvalue_valid;
+    int64_t hvalue_valid_bit;
+    const int32_t *hvalue_offsets;
+    const uint8_t *hvalue_data;
+    int64_t hvalue_data_len;
+} ls_arrow_source_t;
+
+/* Encoding progress: rows from row on go into whole, sealed v2 batches in
+ * out (base offset 0, producer id -1, no compression), each at most
+ * batch_bytes_max unless one record is larger; batch_ends[k] is the end of
+ * batch k in out. */
+typedef struct ls_arrow_encoding {
+    int64_t row;             /* in/out: the next row to encode */
+    uint8_t *out;
+    int64_t out_cap;
+    int64_t batch_bytes_max;
+    int64_t *batch_ends;
+    int64_t batch_cap;
+    int64_t batch_count;     /* out */
+} ls_arrow_encoding_t;
+
+/* Encodes rows from encoding->row until every row is in, out is full or
+ * batch_cap batches are written. LS_ERR_CAPACITY when out cannot hold the
+ * next record's batch at all; LS_ERR_ARGUMENT at a bad row (encoding->row
+ * names it: null header entry or key, offsets outside their data). */
+int ls_arrow_encode(const ls_arrow_source_t *source, ls_arrow_encoding_t *encoding);
+
+/* Kafka's default partitioner over a binary column: (murmur2(key) &
+ * 0x7fffffff) % num_partitions per row, -1 for a null key. */
+int ls_arrow_partitions(const uint8_t *valid, int64_t valid_bit, const int32_t *offsets,
+                        const uint8_t *data, int64_t data_len, int64_t rows,
+                        int32_t num_partitions, int32_t *out);

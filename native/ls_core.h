@@ -117,6 +117,54 @@ static inline uint8_t *varint_write(uint8_t *p, int64_t v) {
     return p;
 }
 
+/* A record field (key, value, header key or value): varint length (-1 =
+ * null, written as one byte), then the bytes. */
+static inline int64_t field_size(int32_t len) {
+    return len < 0 ? 1 : varint_size(len) + len;
+}
+
+static inline uint8_t *field_write(uint8_t *p, const uint8_t *src, int32_t len) {
+    p = varint_write(p, len < 0 ? -1 : len);
+    if (len > 0) {
+        memcpy(p, src, (size_t)len);
+        p += len;
+    }
+    return p;
+}
+
+/* Kafka's key hash: the Java client's Utils.murmur2 and librdkafka's
+ * rd_murmur2 (MurmurHash2, seed 0x9747b28c, little-endian words); a key's
+ * partition is (murmur2(key) & 0x7fffffff) % n, Java's toPositive then
+ * modulo. Java hashes an int length: a buffer longer than 2^31 has no Java
+ * counterpart, and truncating the length is what librdkafka does. */
+enum { LS_MURMUR2_SEED = 0x9747b28c, LS_MURMUR2_M = 0x5bd1e995, LS_MURMUR2_R = 24 };
+
+static inline uint32_t ls_murmur2(const uint8_t *data, size_t len) {
+    uint32_t h = (uint32_t)LS_MURMUR2_SEED ^ (uint32_t)len;
+    size_t words = len / 4;
+    for (size_t i = 0; i < words; i++) {
+        const uint8_t *w = data + 4 * i;
+        /* Byte by byte: keys are unaligned and the order is little-endian on
+         * every host; compilers fuse this into one load on x86 and arm64. */
+        uint32_t k = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+        k *= LS_MURMUR2_M;
+        k ^= k >> LS_MURMUR2_R;
+        k *= LS_MURMUR2_M;
+        h *= LS_MURMUR2_M;
+        h ^= k;
+    }
+    const uint8_t *tail = data + 4 * words;
+    switch (len & 3) { /* falls through, as in Java */
+    case 3: h ^= (uint32_t)tail[2] << 16; /* fall through */
+    case 2: h ^= (uint32_t)tail[1] << 8;  /* fall through */
+    case 1: h ^= (uint32_t)tail[0]; h *= LS_MURMUR2_M;
+    }
+    h ^= h >> 13;
+    h *= LS_MURMUR2_M;
+    h ^= h >> 15;
+    return h;
+}
+
 /* Reads a zigzag varint of at most size_max bytes from [*p, end). */
 static inline int varint_read(const uint8_t **p, const uint8_t *end, int size_max,
                               int64_t *out) {

@@ -9,10 +9,6 @@
  */
 #include "ls_core.h"
 
-static inline int64_t field_size(int32_t len) {
-    return len < 0 ? 1 : varint_size(len) + len;
-}
-
 /* Size of a record's body (after its length varint); -1 on a bad length. */
 static int64_t record_body_size(int64_t timestamp_delta, int32_t offset_delta,
                                 int32_t key_len, int32_t value_len,
@@ -26,15 +22,6 @@ static int64_t record_body_size(int64_t timestamp_delta, int32_t offset_delta,
         size += field_size(hkey_lens[h]) + field_size(hvalue_lens[h]);
     }
     return size;
-}
-
-static inline uint8_t *field_write(uint8_t *p, const uint8_t *src, int32_t len) {
-    p = varint_write(p, len < 0 ? -1 : len);
-    if (len > 0) {
-        memcpy(p, src, (size_t)len);
-        p += len;
-    }
-    return p;
 }
 
 int ls_encode_records(uint8_t *out, int64_t out_cap, int32_t count,

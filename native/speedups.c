@@ -1258,35 +1258,7 @@ static PyObject *decode_fetch_batches(PyObject *self, PyObject *args) {
  * (murmur2(key) & 0x7fffffff) % n, Java's toPositive then modulo, so keyed
  * records land where the Java client and librdkafka put them.
  */
-enum { MURMUR2_SEED = 0x9747b28c, MURMUR2_M = 0x5bd1e995, MURMUR2_R = 24 };
-
-static uint32_t murmur2_u32(const uint8_t *data, size_t len) {
-    /* Java hashes an int length; a Python buffer longer than 2^31 has no
-     * Java counterpart, and truncating is what librdkafka does. */
-    uint32_t h = (uint32_t)MURMUR2_SEED ^ (uint32_t)len;
-    size_t words = len / 4;
-    for (size_t i = 0; i < words; i++) {
-        const uint8_t *w = data + 4 * i;
-        /* Byte by byte: keys are unaligned and the order is little-endian on
-         * every host; compilers fuse this into one load on x86 and arm64. */
-        uint32_t k = (uint32_t)w[0] | (uint32_t)w[1] << 8 | (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
-        k *= MURMUR2_M;
-        k ^= k >> MURMUR2_R;
-        k *= MURMUR2_M;
-        h *= MURMUR2_M;
-        h ^= k;
-    }
-    const uint8_t *tail = data + 4 * words;
-    switch (len & 3) { /* falls through, as in Java */
-    case 3: h ^= (uint32_t)tail[2] << 16; /* fall through */
-    case 2: h ^= (uint32_t)tail[1] << 8;  /* fall through */
-    case 1: h ^= (uint32_t)tail[0]; h *= MURMUR2_M;
-    }
-    h ^= h >> 13;
-    h *= MURMUR2_M;
-    h ^= h >> 15;
-    return h;
-}
+/* murmur2: ls_murmur2 in ls_core.h, shared with the Arrow partitioner. */
 
 /* Java's int from the hash's bits; spelled out because converting an
  * out-of-range uint32_t to int32_t is implementation-defined in C. */
@@ -1327,7 +1299,7 @@ static int arg_num_partitions(PyObject *arg, int32_t *out) {
  * as bytes, 32 ns as a bytearray. */
 static int key_hash(PyObject *key, uint32_t *out) {
     if (PyBytes_Check(key)) {
-        *out = murmur2_u32((const uint8_t *)PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
+        *out = ls_murmur2((const uint8_t *)PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
         return 0;
     }
     Py_buffer view;
@@ -1337,7 +1309,7 @@ static int key_hash(PyObject *key, uint32_t *out) {
                      Py_TYPE(key)->tp_name);
         return -1;
     }
-    *out = murmur2_u32(view.buf, (size_t)view.len);
+    *out = ls_murmur2(view.buf, (size_t)view.len);
     PyBuffer_Release(&view);
     return 0;
 }
@@ -1803,7 +1775,7 @@ static int produce_record_of(PyObject *const *slot, produce_record_t *r) {
     r->size = RECORD_OVERHEAD + (r->key ? PyBytes_GET_SIZE(r->key) : 0) +
               (r->value ? PyBytes_GET_SIZE(r->value) : 0);
     if (r->key != NULL)
-        r->hash = murmur2_u32((const uint8_t *)PyBytes_AS_STRING(r->key), (size_t)PyBytes_GET_SIZE(r->key));
+        r->hash = ls_murmur2((const uint8_t *)PyBytes_AS_STRING(r->key), (size_t)PyBytes_GET_SIZE(r->key));
     return 1;
 }
 

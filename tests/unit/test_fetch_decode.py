@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import gc
 import pickle
-import struct
 import sys
 import tracemalloc
 import weakref
 from typing import Any
 
 import pytest
+from batchkit import control_batch, reseal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logstore import _speedups
-from logstore._native import crc32c
 from logstore.client.errors import KafkaError
 from logstore.client.types import Message
 from logstore.errors import CorruptRecordError
@@ -31,7 +30,6 @@ from logstore.records.fetch import CorruptFetchError, decode_fetch
 
 TOPIC = "orders"
 CODEC_NAMES = list(CODECS)
-_POS_CRC, _POS_ATTRIBUTES, _POS_MAX_TIMESTAMP, _POS_RECORD_COUNT = 17, 21, 35, 57
 
 
 class PyMessage:
@@ -241,29 +239,12 @@ def check(buf: bytes | bytearray | memoryview, fetch_offset: int = 0, partition:
     return messages
 
 
-def reseal(batch: bytes, *, attributes_or: int = 0, max_timestamp: int | None = None,
-           record_count: int | None = None) -> bytes:  # fmt: skip
-    """The batch with header fields changed and its CRC recomputed."""
-    b = bytearray(batch)
-    (attributes,) = struct.unpack_from(">h", b, _POS_ATTRIBUTES)
-    struct.pack_into(">h", b, _POS_ATTRIBUTES, attributes | attributes_or)
-    if max_timestamp is not None:
-        struct.pack_into(">q", b, _POS_MAX_TIMESTAMP, max_timestamp)
-    if record_count is not None:
-        struct.pack_into(">i", b, _POS_RECORD_COUNT, record_count)
-    struct.pack_into(">I", b, _POS_CRC, crc32c(bytes(b[_POS_ATTRIBUTES:])))
-    return bytes(b)
 
 
 def log_append(batch: bytes, when: int = 1_800_000_000_000) -> bytes:
     return reseal(batch, attributes_or=0x08, max_timestamp=when)
 
 
-def control_batch(offset: int) -> bytes:
-    """A transaction marker (COMMIT), as a broker writes it: transactional + control."""
-    batch = build_batch([(struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 5))], base_offset=offset,
-                        producer_id=7, producer_epoch=0, timestamp=1, transactional=True)  # fmt: skip
-    return reseal(batch, attributes_or=0x20)
 
 
 MIXED_RECORDS = [
