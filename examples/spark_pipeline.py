@@ -34,6 +34,7 @@ from logstore.client import Consumer, Producer, TopicPartition
 from logstore.client.admin import AdminClient, NewTopic
 
 ACTIONS = ("view", "click", "buy")
+TICK = "tick"
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
@@ -55,9 +56,13 @@ def produce_events(bootstrap: str, count: int, seed: int) -> None:
         producer.produce("events", json.dumps(event).encode(), event["user"].encode(), timestamp=ts)
         if i % 10_000 == 0:
             producer.poll(0)
+    # A tick an hour later moves the query's event-time watermark past every window, so the streaming
+    # query (append mode: a window is written once, when it is complete) writes them all now.
+    tick = {"user": "-", "action": TICK, "ts": START_MS + 3_600_000}
+    producer.produce("events", json.dumps(tick).encode(), b"-", timestamp=tick["ts"])
     producer.flush(60)
     producer.close()
-    print(f"produced {count} events to 'events'")
+    print(f"produced {count} events (and a watermark tick) to 'events'")
 
 
 def counts(df: object) -> object:
@@ -67,14 +72,15 @@ def counts(df: object) -> object:
     schema = "user string, action string, ts long"
     events = (df.select(F.from_json(F.col("value").cast("string"), schema).alias("e"))  # type: ignore[attr-defined]
               .select("e.*").withColumn("time", F.timestamp_millis("ts")))  # fmt: skip
-    return (events.withWatermark("time", "15 minutes")
+    return (events.withWatermark("time", "1 minute")
             .groupBy(F.window("time", "1 minute"), "action").count()
+            .where(F.col("action") != TICK)
             .select(F.concat_ws("/", F.date_format("window.start", "HH:mm"), "action").alias("key"),
                     F.to_json(F.struct(F.col("window.start").alias("minute"), "action", "count")).alias("value")))  # fmt: skip
 
 
 def read_back(bootstrap: str, topic: str) -> dict[str, int]:
-    """The latest count per key in ``topic`` (a changelog: later values win)."""
+    """The count per key in ``topic`` (later values win, should a key come twice)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, 0, 0)])
     latest: dict[str, int] = {}
@@ -110,7 +116,7 @@ def main() -> int:
         stream = spark.readStream.format("logstore").options(**source).load()
         query = (counts(stream).writeStream.format("logstore").options(**sink)  # type: ignore[attr-defined]
                  .option("topic", "event-counts").option("checkpointLocation", checkpoint)
-                 .outputMode("update").trigger(availableNow=True).start())  # fmt: skip
+                 .outputMode("append").trigger(availableNow=True).start())  # fmt: skip
         query.awaitTermination()
         streamed = read_back(args.bootstrap, "event-counts")
         print(f"stream: {len(streamed)} (minute, action) counts in 'event-counts', e.g.",
