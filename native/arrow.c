@@ -21,7 +21,12 @@
  * Every loop over batches advances by at least LS_BATCH_HEADER_SIZE bytes;
  * every loop over records is bounded by a record count or a row count.
  */
+/* mmap's MAP_ANONYMOUS and MAP_NORESERVE and madvise's advice are not C11. */
+#define _GNU_SOURCE
 #include "ls_core.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 enum {
     ATTR_CONTROL = 0x20,
@@ -545,4 +550,56 @@ int ls_arrow_partitions(const uint8_t *valid, int64_t valid_bit, const int32_t *
         out[i] = len < 0 ? -1 : (int32_t)((ls_murmur2(key, (size_t)len) & 0x7fffffffu) % (uint32_t)num_partitions);
     }
     return LS_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Arenas: the columns of a whole-table read.
+ *
+ * A table read in a fresh process writes every output byte for the first
+ * time, so its cost is page faults, not allocation. A private anonymous map
+ * lets the caller reserve a column's upper bound and pay only for the pages
+ * written (MAP_NORESERVE: nothing is committed up front), choose the page
+ * size, and unmap the unwritten tail once the column's length is known: no
+ * copy, no regrowth.
+ *
+ * munmap may fail with ENOMEM when the kernel merged neighbouring mappings
+ * and the cut would split one past vm.max_map_count: a trim then keeps the
+ * mapping whole and an unmap leaves it mapped, rather than stopping the
+ * process over memory that is only reserved or is released at exit.
+ */
+
+static int64_t page_size(void) {
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (int64_t)page : 4096;
+}
+
+void *ls_arena_map(int64_t size, uint32_t flags) {
+    if (size <= 0 || (uint64_t)size > (uint64_t)SIZE_MAX / 2) return NULL;
+    void *base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) return NULL;
+    /* Hints: a kernel without transparent huge pages refuses them, and that is fine. */
+#ifdef MADV_HUGEPAGE
+    if (flags & LS_ARENA_HUGE) (void)madvise(base, (size_t)size, MADV_HUGEPAGE);
+#endif
+#ifdef MADV_NOHUGEPAGE
+    if (flags & LS_ARENA_SMALL) (void)madvise(base, (size_t)size, MADV_NOHUGEPAGE);
+#endif
+    ls_assert(((uintptr_t)base & 63) == 0);
+    return base;
+}
+
+int64_t ls_arena_trim(void *base, int64_t size, int64_t keep) {
+    if (base == NULL || size <= 0 || keep < 0 || keep > size) return LS_ERR_ARGUMENT;
+    int64_t page = page_size();
+    int64_t kept = (keep + page - 1) / page * page;
+    if (kept == 0) kept = page; /* one page stays: the address remains the mapping's */
+    if (kept >= size) return size;
+    if (munmap((uint8_t *)base + kept, (size_t)(size - kept)) != 0) return size;
+    return kept;
+}
+
+void ls_arena_unmap(void *base, int64_t size) {
+    if (base == NULL || size <= 0) return;
+    (void)munmap(base, (size_t)size);
 }

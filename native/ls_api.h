@@ -374,3 +374,24 @@ int ls_arrow_encode(const ls_arrow_source_t *source, ls_arrow_encoding_t *encodi
 int ls_arrow_partitions(const uint8_t *valid, int64_t valid_bit, const int32_t *offsets,
                         const uint8_t *data, int64_t data_len, int64_t rows,
                         int32_t num_partitions, int32_t *out);
+
+/* Arenas: private anonymous memory for the columns of a whole-table read
+ * (arrow.c). The caller reserves an upper bound (only pages written cost
+ * memory), then gives the unwritten tail back once a column's length is
+ * known. Page-aligned, so 64-byte aligned as Arrow wants. */
+enum {
+    LS_ARENA_HUGE = 1, /* ask for transparent huge pages (a hint) */
+    LS_ARENA_SMALL = 2 /* ask for base pages only (a hint) */
+};
+
+/* A mapping of size bytes (size > 0), or NULL when the OS refuses. */
+void *ls_arena_map(int64_t size, uint32_t flags);
+
+/* Unmaps the whole pages of a mapping of size bytes past its first keep
+ * bytes; returns the size still mapped (>= keep; size when the kernel
+ * refuses the cut), or LS_ERR_ARGUMENT. */
+int64_t ls_arena_trim(void *base, int64_t size, int64_t keep);
+
+/* Unmaps a mapping of size bytes (as ls_arena_map or ls_arena_trim left it);
+ * a refusal (ENOMEM, see arrow.c) leaves it mapped. */
+void ls_arena_unmap(void *base, int64_t size);

@@ -134,22 +134,32 @@ class RangeReader:
     # -- record sets ---------------------------------------------------------------
 
     def read(
-        self, topic: str, partition: int, start: int, end: int, *, read_committed: bool = False
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        *,
+        read_committed: bool = False,
+        max_bytes: int | None = None,
     ) -> Iterator[tuple[memoryview | bytes, int]]:
         """Record sets covering offsets ``[start, end)``, each with the fetch offset it answers.
 
         A set holds whole batches (the first may start before the fetch
         offset, the last may run past ``end``; a trailing partial batch may
         follow them): the decoder filters by offset. Stops once the next
-        offset reaches ``end``. Cost: one Fetch per ``partition_max_bytes``,
-        one C header walk per answer; no copy.
+        offset reaches ``end``. ``max_bytes``: record bytes per Fetch for this
+        read (default ``partition_max_bytes``). Cost: one Fetch per
+        ``max_bytes``, one C header walk per answer; no copy.
         """
         self._check_open()
         if not 0 <= start <= end:
             raise InvalidArgumentError(f"need 0 <= start <= end, not start={start}, end={end}")
+        if max_bytes is not None and not 1 <= max_bytes <= FETCH_SIZE_MAX:
+            raise InvalidArgumentError(f"max_bytes must be 1 to {FETCH_SIZE_MAX}, not {max_bytes}")
         if start == end:
             return
-        offset, size, failures = start, self.partition_max_bytes, 0
+        offset, size, failures = start, max_bytes or self.partition_max_bytes, 0
         waiting_since: float | None = None
         pending = self._fetch(topic, partition, offset, size, read_committed)
         # Each pass yields (offset advances), grows the fetch size (at most 31 times), counts a

@@ -10,6 +10,10 @@ pool, written through numpy views (pages are touched only as they are
 written, and the pool recycles those of freed batches). pyarrow wraps them
 without copying.
 
+:class:`ArrowDecoder` decodes many record sets of one partition (a whole
+range, read a window or a Fetch answer at a time) into one set of columns,
+sized once for the range: what ``logstore.arrow.read_table`` uses.
+
 :func:`encode_arrow` goes the other way: Arrow binary columns into sealed v2
 record batches, ready for ``Log.append`` or a Produce request;
 :func:`partitions_for_keys` is Kafka's murmur2 partitioner over a column.
@@ -40,6 +44,7 @@ from logstore.records.codecs import codec_id, compress
 from logstore.records.fetch import CorruptFetchError
 
 __all__ = [
+    "ArrowDecoder",
     "CorruptArrowError",
     "decode_arrow",
     "encode_arrow",
@@ -134,37 +139,111 @@ def _size(count: int) -> int:
     return max(int(count), 1)
 
 
+class _Arena:
+    """One private anonymous mapping (``ls_arena_map``) seen as a numpy array.
+
+    Unmapped when the last view of it goes (the array, a pa.Buffer over a
+    slice of it): the cdata pointer's destructor unmaps what :meth:`trim`
+    left mapped.
+    """
+
+    __slots__ = ("_mapped", "array", "pointer")
+
+    def __init__(self, count: int, dtype: Any, flags: int) -> None:
+        size = _size(count) * np.dtype(dtype).itemsize
+        raw = lib.ls_arena_map(size, flags)
+        if raw == ffi.NULL:
+            raise MemoryError(
+                f"mapping {size} bytes for Arrow columns failed; read fewer offsets at a time "
+                "(logstore.arrow.read_batches, or start and end)"
+            )
+        mapped = [size]  # what the destructor unmaps: trim lowers it
+        self._mapped = mapped
+        self.pointer = ffi.gc(raw, lambda p: lib.ls_arena_unmap(p, mapped[0]))
+        self.array = np.frombuffer(ffi.buffer(self.pointer, size), dtype)
+
+    def trim(self, count: int) -> np.ndarray:
+        """Unmaps the whole pages past the first ``count`` elements and 64 bytes of padding
+        (Arrow's); returns the array cut to ``count``: nothing may read past it any more."""
+        keep = min(count * self.array.itemsize + 64, self._mapped[0])
+        left = int(lib.ls_arena_trim(self.pointer, self._mapped[0], keep))
+        assert left >= keep, (left, keep)
+        self._mapped[0] = left
+        self.array = self.array[:count]
+        return self.array
+
+
+# Buffers this large or larger are arenas when a decode asks for them; smaller ones come
+# from Arrow's pool.
+_ARENA_MIN = 256 << 10
+ARENA_FLAGS = lib.LS_ARENA_SMALL
+"""How ArrowDecoder maps its columns (``LS_ARENA_*`` of native/ls_api.h); None: Arrow's pool.
+
+Base pages, because on a VM that hands freed memory back to its host (a
+balloon with free page reporting, as this one), huge pages are taken from
+exactly the free blocks given back, and each first touch then costs the
+host's faults too: 2.5 ms per MB against 0.5 with base pages (measured with
+bench/arrow_table_bench.py --pause)."""
+
+
 class _Columns:
     """The decode's output: arrays the C walk fills, bound to its ls_arrow_columns_t.
 
     The C walk wants room for a whole batch before it starts one (its record
     count; its section's bytes in each data column; section / 2 header
-    entries). Rows and values get the header pass's totals for the
-    uncompressed batches; keys and headers, usually much smaller than values,
-    start at the largest section and double when a batch does not fit
-    (:meth:`reserve`, which copies only the part already written), as do all
-    columns for decompressed sections. With ``max_rows``, rows and values start
-    at what max_rows rows and one more batch need.
+    entries). The caller sizes rows and values (decode_arrow: the header
+    pass's totals for the uncompressed batches; :class:`ArrowDecoder`: the
+    whole range's); keys and headers, usually much smaller than values, start
+    at one section and grow when a batch does not fit (:meth:`reserve`, which
+    copies only the part already written), as do all columns for
+    decompressed sections: to twice their size, or, given ``expected_rows``,
+    to what that many rows take at the bytes per row so far, so a whole
+    range's columns grow about once.
     """
 
-    def __init__(self, c: Any, plan: Any, headers: bool, max_rows: int | None) -> None:
+    def __init__(
+        self,
+        c: Any,
+        headers: bool,
+        rows: int,
+        values: int,
+        section: int,
+        expected_rows: int | None = None,
+        arena_flags: int | None = None,
+    ) -> None:
         self.c = c
         self.headers = headers
+        self.expected_rows = expected_rows
+        self.arena_flags = arena_flags
+        self.arenas: dict[str, _Arena] = {}
         self.arrays: dict[str, np.ndarray] = {}
         self._cdata: dict[str, Any] = {}  # keeps the pointers in `c` valid
+        self._rows(rows)
+        self._data("key", section)
+        self._data("value", values)
+        if headers:
+            self._entries(section // 2)
+            self._data("hkey", section)
+            self._data("hvalue", section)
+
+    @classmethod
+    def planned(cls, c: Any, plan: Any, headers: bool, max_rows: int | None) -> _Columns:
+        """Columns for decode_arrow: the header pass's totals; with ``max_rows``, rows and values
+        for what max_rows rows and one more batch need."""
         section, rows, data = int(plan.section_max), int(plan.rows), int(plan.data)
         if max_rows is not None and rows > max_rows:
             # max_rows rows and the batch that passes it: a record takes >= 7 bytes.
             rows_wanted = max_rows + section // 7
             data = min(data, rows_wanted * (data // rows + 1) + section)
             rows = min(rows, rows_wanted)
-        self._rows(rows)
-        self._data("key", section)
-        self._data("value", data)
-        if headers:
-            self._entries(section // 2)
-            self._data("hkey", section)
-            self._data("hvalue", section)
+        return cls(c, headers, rows, data, section)
+
+    def _alloc(self, name: str, count: int, dtype: Any) -> np.ndarray:
+        self.arenas.pop(name, None)
+        if self.arena_flags is None or _size(count) * np.dtype(dtype).itemsize < _ARENA_MIN:
+            return _empty(_size(count), dtype)
+        arena = self.arenas[name] = _Arena(count, dtype, self.arena_flags)
+        return arena.array
 
     def _bind(self, name: str, array: np.ndarray, kind: str) -> None:
         self.arrays[name] = array
@@ -173,7 +252,7 @@ class _Columns:
         setattr(self.c, name, pointer)
 
     def _grow(self, name: str, size: int, dtype: Any, used: int, kind: str) -> None:
-        array = _empty(_size(size), dtype)
+        array = self._alloc(name, size, dtype)
         old = self.arrays.get(name)
         if old is not None and used > 0:
             array[:used] = old[:used]
@@ -209,21 +288,30 @@ class _Columns:
         self._grow(f"{name}_data", cap, np.uint8, used, "uint8_t[]")
         setattr(self.c, f"{name}_cap", cap)
 
+    def _grown(self, cap: int, used: int, need: int) -> int:
+        """A new capacity for a column of ``cap`` holding ``used`` that must take ``need`` more:
+        twice ``cap`` at least, or what ``expected_rows`` take at the rows so far' rate."""
+        grown = max(2 * cap, used + need)
+        rows, expected = int(self.c.rows), self.expected_rows
+        if expected is not None and 0 < rows < expected:
+            grown = max(grown, used + need + used * (expected - rows) // rows)
+        return grown
+
     def reserve(self, records: int, section: int) -> None:
         """Room for a batch of `records` records in a section of `section` bytes. O(bytes written) when it grows."""
         c = self.c
         if records > c.rows_cap - c.rows:
-            self._rows(max(2 * c.rows_cap, c.rows + records))
+            self._rows(self._grown(c.rows_cap, c.rows, records))
         names = [("key", c.rows), ("value", c.rows)]
         if self.headers:
             if section // 2 > c.headers_cap - c.headers:
-                self._entries(max(2 * c.headers_cap, c.headers + section // 2))
+                self._entries(self._grown(c.headers_cap, c.headers, section // 2))
             names += [("hkey", c.headers), ("hvalue", c.headers)]
         for name, index in names:
             used = int(self.arrays[f"{name}_offsets"][index])
             cap = getattr(c, f"{name}_cap")
             if section > cap - used:
-                self._data(name, max(2 * cap, used + section))
+                self._data(name, self._grown(cap, used, section))
 
     def _validity(self, name: str, n: int) -> pa.Buffer:
         valid = self.arrays[f"{name}_valid"]
@@ -254,15 +342,29 @@ class _Columns:
             _HEADERS_TYPE, n, [validity, offsets], null_count=nulls, children=[structs]
         )
 
+    def _used(self, name: str) -> int:
+        """Elements of array ``name`` that hold the rows written so far."""
+        n = int(self.c.headers) if name.startswith(("hkey_", "hvalue_")) else int(self.c.rows)
+        if name.endswith("_valid"):
+            return (n + 7) // 8
+        if name.endswith("_offsets"):
+            return n + 1
+        if name.endswith("_data"):
+            return int(self.arrays[name[: -len("data")] + "offsets"][n]) if n else 0
+        return n
+
     def finish(self, topic: str, partition: int) -> pa.RecordBatch:
-        """The rows written so far as a RecordBatch of kafka_schema. O(columns); no row is copied."""
+        """The rows written so far as a RecordBatch of kafka_schema. O(columns); no row is copied.
+        Arenas are cut to their length: the last call (the C pointers are void after it)."""
         c = self.c
         n = int(c.rows)
+        for name, arena in self.arenas.items():
+            self.arrays[name] = arena.trim(self._used(name))
+        self.arenas = {}
         columns = [
             self._binary(pa.binary(), "key", n, int(c.key_nulls)),
             self._binary(pa.binary(), "value", n, int(c.value_nulls)),
-            pa.repeat(pa.scalar(topic, pa.string()), n),
-            pa.repeat(pa.scalar(partition, pa.int32()), n),
+            *_constants(topic, partition, n),
             pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.arrays["offsets"][:n])]),
             pa.Array.from_buffers(_TIMESTAMP_TYPE, n, [None, pa.py_buffer(self.arrays["timestamps_us"][:n])]),
             pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(self.arrays["timestamp_types"][:n])]),
@@ -270,6 +372,19 @@ class _Columns:
         if self.headers:
             columns.append(self._headers(n))
         return pa.RecordBatch.from_arrays(columns, schema=kafka_schema(self.headers))
+
+
+def _constants(topic: str, partition: int, n: int) -> tuple[pa.Array, pa.Array]:
+    """The topic and partition columns of ``n`` rows. Built with numpy: pa.repeat's first
+    call in a process costs ~15 ms of Arrow's own setup."""
+    name = topic.encode("utf-8")
+    if n * len(name) > _DATA_LIMIT:  # int32 offsets cannot say it: pa.repeat says why
+        return pa.repeat(pa.scalar(topic, pa.string()), n), pa.repeat(pa.scalar(partition, pa.int32()), n)
+    offsets = np.arange(n + 1, dtype=np.int32)
+    offsets *= len(name)
+    topics = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(name * n)])
+    partitions = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.full(n, partition, np.int32))])
+    return topics, partitions
 
 
 def _replace_invalid_utf8(keys: pa.Array) -> pa.Array:
@@ -380,19 +495,25 @@ def decode_arrow(
         plan = ffi.new("ls_arrow_plan_t *")
         plan.offset_start, plan.offset_end = start, stop
         check(lib.ls_arrow_plan(data, len(view), plan), "planning an Arrow decode")
-        out = _Columns(c, plan, include_headers, max_rows)
+        out = _Columns.planned(c, plan, include_headers, max_rows)
         reason = _walk(view, data, c, out)
-    rows, next_offset = out.finish(topic, partition), int(c.next_offset)
+    rows = out.finish(topic, partition)
+    _check_stop(c, reason, rows, topic, partition)
+    return rows, int(c.next_offset)
+
+
+def _check_stop(c: Any, reason: str | None, rows: pa.RecordBatch, topic: str, partition: int) -> None:
+    """Raise what a walk's stop means unless it is a normal one; ``rows``: those before it."""
     if c.stop in _NORMAL_STOPS:
         if c.stop == lib.LS_ARROW_STOP_FULL and rows.num_rows == 0:
             raise NativeCapacityError(
                 f"{topic} [{partition}]: the batch at offset {c.stop_offset} holds more than "
                 f"{_DATA_LIMIT} bytes, more than an Arrow binary column takes"
             )
-        return rows, next_offset
+        return
     if c.stop == lib.LS_ERR_CAPACITY:
         raise_for(c.stop, "decoding record batches into Arrow columns")
-    offset = int(c.stop_offset)
+    offset, next_offset = int(c.stop_offset), int(c.next_offset)
     why = reason or _WHY.get(c.stop, f"failed its checks (code {c.stop})")
     raise CorruptArrowError(
         f"{topic} [{partition}]: the record batch at offset {offset} (byte {c.position}) {why}; "
@@ -402,6 +523,153 @@ def decode_arrow(
         next_offset,
         offset,
     )
+
+
+class ArrowDecoder:
+    """Record sets of one partition, one after the other, decoded into one set of Arrow columns.
+
+    :func:`decode_arrow` gives each record set columns of its own: right for a
+    stream of batches. A whole table read that way would be many small
+    batches, each with a dozen allocations of its own. This decoder sizes
+    each column once for the whole range and appends every set's rows to it:
+    rows for ``rows`` (at most one row per offset of ``[start, end)``),
+    values for ``data`` bytes (an upper bound of the record bytes to come,
+    e.g. the segments' sizes), or, for None, for what ``rows`` rows take at
+    the first set's bytes per row; keys and headers grow once, to what the
+    range takes at the rate of the rows so far. No row is copied unless a
+    guess was short (then the part written, once per doubling).
+
+    Memory: columns of 256 KiB or more are anonymous mappings (``ARENA_FLAGS``;
+    only the pages written cost memory) cut to their length by
+    :meth:`finish`; they are unmapped when the table lets go of them (not
+    recycled as Arrow's pool recycles freed pages: a second table faults its
+    pages in again). Why: a table read in a fresh process writes every
+    output byte for the first time, and on a VM base pages cost a fifth of
+    what huge pages from Arrow's pool may (see ``ARENA_FLAGS``).
+
+    Rows are those with ``start <= offset < end``, each offset once: a set
+    that starts before the next offset (a batch read again) adds only the
+    rows after it. A column passing 2 GiB (Arrow's int32 offsets) starts a
+    new chunk, so :meth:`finish` returns one RecordBatch per chunk (one,
+    unless 2 GiB of keys or values). Errors as :func:`decode_arrow` (a
+    CorruptArrowError's ``rows``: the chunk's rows before the bad batch).
+
+    Cost: per set, one header pass and one C pass over its bytes; O(sets)
+    Python steps. Not thread-safe: one decoder per partition and thread.
+
+    >>> from logstore.records import build_batch
+    >>> decoder = ArrowDecoder("t", 0, 0, 4, rows=4)
+    >>> decoder.add(build_batch([b"a", b"b"], base_offset=0)), decoder.add(build_batch([b"c"], base_offset=2))
+    (2, 3)
+    >>> [batch.column("value").to_pylist() for batch in decoder.finish()]
+    [[b'a', b'b', b'c']]
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        start: int = 0,
+        end: int | None = None,
+        *,
+        rows: int | None = None,
+        data: int | None = None,
+        include_headers: bool = False,
+        check_crc: bool = True,
+    ) -> None:
+        self.end = _check_range(start, end, None)
+        if (rows is not None and rows < 0) or (data is not None and data < 0):
+            raise InvalidArgumentError(f"rows={rows}, data={data}: pass counts >= 0, or None")
+        self.topic, self.partition, self.headers = topic, partition, include_headers
+        self.rows_hint, self.data_hint = rows, data
+        self.flags = (lib.LS_ARROW_CRC if check_crc else 0) | (lib.LS_ARROW_HEADERS if include_headers else 0)
+        self.next_offset = start
+        self._chunks: list[pa.RecordBatch] = []
+        self._c: Any = None
+        self._out: _Columns | None = None
+        self._done = False
+
+    @property
+    def num_rows(self) -> int:
+        """Rows decoded so far."""
+        current = int(self._c.rows) if self._c is not None else 0
+        return sum(chunk.num_rows for chunk in self._chunks) + current
+
+    def _open(self, data: Any, length: int) -> tuple[Any, _Columns]:
+        """Fresh columns for the rest of the range, sized with the header pass of the set at hand
+        (``length`` bytes at ``data``)."""
+        plan = ffi.new("ls_arrow_plan_t *")
+        plan.offset_start, plan.offset_end = self.next_offset, self.end
+        check(lib.ls_arrow_plan(data, length, plan), "planning an Arrow decode")
+        done = self.num_rows
+        left = None if self.rows_hint is None else max(self.rows_hint - done, 0)
+        planned, data, section = int(plan.rows), int(plan.data), int(plan.section_max)
+        rows = max(planned, left or 0)
+        if self.data_hint is not None:
+            values = max(self.data_hint - sum(_data_bytes(chunk) for chunk in self._chunks), data)
+        elif planned:
+            values = data + (rows - planned) * (data // planned + 1)  # the first set's bytes per row
+        else:
+            values = data
+        c = ffi.new("ls_arrow_columns_t *")
+        c.offset_start, c.offset_end, c.next_offset = self.next_offset, self.end, self.next_offset
+        c.data_limit, c.flags = _DATA_LIMIT, self.flags
+        values = min(values, _DATA_LIMIT)
+        out = _Columns(c, self.headers, rows, values, section, expected_rows=rows, arena_flags=ARENA_FLAGS)
+        self._c, self._out = c, out
+        return c, out
+
+    def add(self, records: bytes | bytearray | memoryview | None, offset: int | None = None) -> int:
+        """Decodes the whole batches of ``records`` (a trailing partial batch is left, quietly);
+        returns the next offset to read. ``offset``: where the set was read from, when the reader
+        skipped ahead (rows below it are left out). The set is not kept: reuse its buffer afterwards."""
+        if self._done:
+            raise InvalidArgumentError("this ArrowDecoder is finished; make a new one")
+        if offset is not None:
+            self.next_offset = min(max(self.next_offset, offset), self.end)
+        view = memoryview(records if records is not None else b"").cast("B")
+        with ffi.from_buffer(view) as data:
+            # Each pass decodes the set to its end or to a full chunk, which then makes way
+            # for a new one (a chunk holds >= 1 batch, or the batch is too big: an error).
+            for _ in range(len(view) // HEADER_SIZE + 2):
+                c, out = self._c, self._out
+                position = 0 if c is None or c.stop != lib.LS_ARROW_STOP_FULL else int(c.position)
+                if c is None or out is None or c.stop == lib.LS_ARROW_STOP_FULL:
+                    if c is not None:
+                        self._seal()
+                    c, out = self._open(data + position, len(view) - position)
+                c.position = position
+                c.offset_start = c.next_offset = self.next_offset
+                reason = _walk(view, data, c, out)
+                self.next_offset = int(c.next_offset)
+                if c.stop == lib.LS_ARROW_STOP_FULL and int(c.rows) > 0:
+                    continue  # the chunk is full: the rest of the set goes into a new one
+                if c.stop not in _NORMAL_STOPS or c.stop == lib.LS_ARROW_STOP_FULL:
+                    self._done = True
+                    _check_stop(c, reason, out.finish(self.topic, self.partition), self.topic, self.partition)
+                return self.next_offset
+        raise AssertionError("the Arrow decode of a record set did not end")  # pragma: no cover
+
+    def _seal(self) -> None:
+        """The current chunk's columns become a RecordBatch."""
+        assert self._out is not None
+        self._chunks.append(self._out.finish(self.topic, self.partition))
+        self._c, self._out = None, None
+
+    def finish(self) -> list[pa.RecordBatch]:
+        """The rows as RecordBatches of :func:`kafka_schema` (one per chunk; none if no row).
+        The last call."""
+        if not self._done and self._out is not None and int(self._c.rows) > 0:
+            self._seal()
+        self._done = True
+        self._c, self._out = None, None
+        chunks, self._chunks = self._chunks, []
+        return chunks
+
+
+def _data_bytes(chunk: pa.RecordBatch) -> int:
+    """Value bytes of a decoded chunk (its value column's data)."""
+    return int(chunk.column(1).buffers()[2].size) if chunk.num_rows else 0
 
 
 # ---------------------------------------------------------------------------

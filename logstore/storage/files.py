@@ -24,7 +24,10 @@ How the writer's concurrency is met:
   after a crash truncates a torn tail. A map of a file that shrinks kills the
   reader with SIGBUS, so the active segment is read with ``pread`` (a copy
   of the bytes returned) and its index with ``pread`` of the entries not yet
-  seen. Only whole batches are ever returned: a batch the broker is still
+  seen. No prefix of it is safe to map either: recovery rescans the whole
+  active segment and cuts at its first invalid batch, wherever that is (a
+  write the disk lost below the recovery point too), and
+  ``Log.truncate_to`` cuts at any batch. Only whole batches are ever returned: a batch the broker is still
   writing is incomplete and stops the walk quietly.
 - Index entries are hints, checked before use (the batch at the position
   must end at the entry's offset); a torn or stale entry costs a longer
@@ -34,9 +37,9 @@ How the writer's concurrency is met:
   an offset below the new log start raises :class:`OffsetGoneError`.
 
 Costs: ``read`` is O(log segments) to pick the segment, an index lookup
-(C, binary search) and a header walk of at most ``index.interval.bytes``
-plus the batches returned (C); the active segment adds one copy of the
-bytes read. ``end_offset`` walks the headers after the last position it
+(C, binary search; none for a read that starts where the last one ended)
+and a header walk of at most ``index.interval.bytes`` plus the batches
+returned (C); the active segment adds one copy of the bytes read. ``end_offset`` walks the headers after the last position it
 knows (the last index entry at first, then where it ended before).
 
 Not thread-safe: one :class:`PartitionFiles` per reading thread.
@@ -86,7 +89,8 @@ _INDEX_CHUNK = 64 * 1024
 # A torn index write can leave this many entries with a wrong position (numpy writes a
 # column at a time, the scan yields up to 64 entries an append); older entries are checked.
 _INDEX_BACKTRACK = 128
-# Boundaries (offset after, position) remembered for the active segment.
+# Boundaries (offset after, position) remembered for the active segment: a read starting at
+# one skips the index lookup (a walk reads each batch once).
 _CURSORS_MAX = 8
 
 
@@ -351,11 +355,15 @@ class _Segment:
         return memoryview(self._scratch)[:read]
 
     def _remember(self, offset_after: int, position: int) -> None:
+        """Keeps the newest boundaries (where the next sequential read starts) and the furthest
+        (where end_offset walks on from); drops the oldest other one past _CURSORS_MAX."""
         cursors = self._cursors
-        if (offset_after, position) not in cursors:
-            cursors.append((offset_after, position))
-            cursors.sort()
-            del cursors[:-_CURSORS_MAX]
+        if (offset_after, position) in cursors:
+            return
+        cursors.append((offset_after, position))
+        if len(cursors) > _CURSORS_MAX:
+            furthest = max(cursors)
+            cursors.remove(next(c for c in cursors if c != furthest))
 
     # -- where to start -----------------------------------------------------------
 
@@ -363,6 +371,8 @@ class _Segment:
         """A batch start at or before the batch holding ``offset`` (cursor, index, else 0)."""
         best = 0
         for after, position in self._cursors:
+            if after == offset:
+                return position  # a sequential read: where the last one ended, no index lookup
             if after <= offset:
                 best = max(best, position)
         hint = self._offset_hint(offset)
@@ -666,6 +676,24 @@ class PartitionFiles:
             if view is not None:
                 return view
         return None
+
+    def bytes_from(self, offset: int) -> int:
+        """The bytes of the segments from the one holding ``offset`` to the end of the log: an upper
+        bound of the record bytes that reads from ``offset`` return (as of the last listing, plus
+        what the active segment gained since). O(segments)."""
+        self._check_open()
+        first = max(bisect_right(self._bases, offset) - 1, 0)
+        total = 0
+        for segment in self._segments[first:]:
+            try:
+                if segment is self._segments[-1]:
+                    segment.refresh()
+                else:
+                    segment.open()
+            except FileNotFoundError:
+                continue  # removed by retention meanwhile: none of its bytes will be read
+            total += segment.size
+        return total
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The first offset (at or after the log start) whose record's timestamp is >= ``timestamp_ms``;

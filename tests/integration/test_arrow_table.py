@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ import pytest
 from brokerkit import BrokerProcess
 
 from logstore import Store
-from logstore.arrow import read_batches, read_table
+from logstore.arrow import _BrokerReader, read_batches, read_table
 from logstore.client.admin import AdminClient, NewTopic
 from logstore.client.errors import KafkaException
 from logstore.client.producer import Producer
@@ -35,8 +36,8 @@ from logstore.errors import (
     OffsetOutOfRangeError,
     UnknownTopicError,
 )
-from logstore.records import Record, build_batch
-from logstore.records.arrow import decode_arrow, kafka_schema
+from logstore.records import Record, build_batch, parse_batches
+from logstore.records.arrow import CorruptArrowError, decode_arrow, kafka_schema
 from logstore.records.batch import scan
 from logstore.storage.files import PartitionFiles
 from logstore.storage.log import Log
@@ -58,6 +59,12 @@ def _records(count: int, seed: int) -> list[Record]:
             Record(key=key, value=value, headers=headers, timestamp=NOW_MS + i + rng.randrange(-40, 40))
         )
     return out
+
+
+def _ms(record: Record) -> int:
+    """The record's timestamp (every record here has one)."""
+    assert record.timestamp is not None
+    return record.timestamp
 
 
 def _fill(log: Log, records: list[Record], seed: int, codecs: tuple[str, ...] = ("none",)) -> None:
@@ -94,7 +101,7 @@ def _expected(
                 out["topic"].append(topic)
                 out["partition"].append(partition)
                 out["offset"].append(r.offset)
-                out["timestamp"].append(r.timestamp * 1000)
+                out["timestamp"].append(_ms(r) * 1000)
                 out["timestampType"].append(kind)
                 if headers:
                     out["headers"].append([{"key": k, "value": v} for k, v in r.headers] or None)
@@ -166,7 +173,7 @@ def test_what_was_written_comes_back(data: str, tmp_path: Any) -> None:
     assert table.column("offset").to_pylist() == list(range(400))
     assert table.column("key").to_pylist() == [r.key for r in records]
     assert table.column("value").to_pylist() == [r.value for r in records]
-    assert table.column("timestamp").cast(pa.int64()).to_pylist() == [r.timestamp * 1000 for r in records]
+    assert table.column("timestamp").cast(pa.int64()).to_pylist() == [_ms(r) * 1000 for r in records]
     assert table.column("headers").to_pylist() == [
         [{"key": k, "value": v} for k, v in r.headers] or None for r in records
     ]
@@ -213,6 +220,39 @@ def test_unknown_sources_topics_and_partitions(data: str, tmp_path: Any) -> None
         read_table(data, "nope")
     with pytest.raises(UnknownTopicError, match=r"partitions 0 to 2 .*\[3\]"):
         read_table(data, "plain", [0, 3])
+
+
+@pytest.mark.parametrize("topic", ["plain", "zipped", "trimmed"])
+def test_threads_give_the_same_table_one_chunk_per_partition(data: str, topic: str) -> None:
+    one = read_table(data, topic, include_headers=True, threads=1)
+    partitions = [0, 1, 2] if topic == "plain" else [0]
+    assert _columns(one) == _oracle(data, topic, partitions, headers=True)
+    for threads in (2, 3, 8, None):
+        table = read_table(data, topic, include_headers=True, threads=threads)
+        assert table.equals(one)
+        assert [len(c) for c in table.column("offset").chunks] == [len(c) for c in one.column("offset").chunks]
+    assert one.column("offset").num_chunks == len(partitions)
+    # Partitions with nothing in range add no chunk; the others stay in partition order.
+    table = read_table(data, "plain", [2, 1, 0], start={1: -1}, threads=2)
+    assert table.column("partition").unique().to_pylist() == [2, 0] and table.column("offset").num_chunks == 2
+    with pytest.raises(InvalidArgumentError, match="threads must be >= 1"):
+        read_table(data, topic, threads=0)
+
+
+def test_an_error_in_any_thread_is_raised(data: str, tmp_path: Any) -> None:
+    copy = str(tmp_path / "copy")
+    shutil.copytree(data, copy)
+    folder = os.path.join(copy, "plain-2")
+    log_path = os.path.join(folder, sorted(n for n in os.listdir(folder) if n.endswith(".log"))[1])
+    with open(log_path, "r+b") as f:
+        first = f.read()
+        at = next(iter(parse_batches(first))).size + 70  # inside the second batch's records
+        f.seek(at)
+        f.write(bytes([first[at] ^ 0x40]))
+    for threads in (1, 3):
+        with pytest.raises(CorruptArrowError, match=r"plain \[2\]: .* CRC-32C"):
+            read_table(copy, "plain", threads=threads)
+    assert read_table(copy, "plain", [0, 1], threads=3).num_rows == 450
 
 
 def test_a_store_handed_in_is_read_from_its_files(data: str) -> None:
@@ -278,6 +318,21 @@ def test_range_reader_grows_the_fetch_size_and_retries_not_leader() -> None:
     reader.close()
 
 
+def test_range_reader_fetch_size_per_read() -> None:
+    cluster = _OldBroker([build_batch([b"x" * 40] * 5, base_offset=5 * b) for b in range(4)])
+    reader = RangeReader({"bootstrap.servers": "127.0.0.1:1", "retry.backoff.ms": 1},
+                         cluster=cluster)  # type: ignore[arg-type]  # fmt: skip
+    sets = list(reader.read("t", 0, 0, 20, max_bytes=400))
+    assert cluster.sizes[0] == 400 and set(cluster.sizes) == {400} and len(sets) > 1
+    with pytest.raises(InvalidArgumentError, match="max_bytes must be 1 to"):
+        list(reader.read("t", 0, 0, 20, max_bytes=0))
+    # read_table's reader asks for its own size unless the config names one.
+    for config, size in [({}, 2 << 20), ({"max.partition.fetch.bytes": 3000}, None)]:
+        source = _BrokerReader({"bootstrap.servers": "127.0.0.1:1", **config})
+        assert source.fetch_bytes(2 << 20) == size
+        source.close()
+
+
 def test_range_reader_gives_up_on_answers_that_do_not_advance() -> None:
     cluster = _OldBroker([build_batch([b"x"] * 5, base_offset=0)] * 2, stale=True)
     reader = RangeReader({"bootstrap.servers": "127.0.0.1:1", "retry.backoff.ms": 1},
@@ -298,7 +353,7 @@ def _produce(
     sent: dict[int, list[Record]] = {p: [] for p in range(partitions)}
     for i, record in enumerate(_records(count, seed)):
         p = i % partitions
-        producer.produce(topic, record.value, record.key, partition=p, timestamp=record.timestamp,
+        producer.produce(topic, record.value, record.key, partition=p, timestamp=_ms(record),
                          headers=list(record.headers) or None)  # fmt: skip
         sent[p].append(record)
         if i % 500 == 499:
@@ -317,7 +372,7 @@ def _as_sent(sent: dict[int, list[Record]], topic: str, headers: bool) -> dict[s
     for p in sorted(sent):
         for offset, r in enumerate(sent[p]):
             for name, value in (("key", r.key), ("value", r.value), ("topic", topic), ("partition", p),
-                                ("offset", offset), ("timestamp", r.timestamp * 1000), ("timestampType", 0)):  # fmt: skip
+                                ("offset", offset), ("timestamp", _ms(r) * 1000), ("timestampType", 0)):  # fmt: skip
                 out[name].append(value)
             if headers:
                 out["headers"].append([{"key": k, "value": v} for k, v in r.headers] or None)
@@ -355,10 +410,10 @@ def test_range_reader_bounds_pipelining_and_errors(broker: BrokerProcess) -> Non
         for records, asked in sets:  # each answer holds the batch with the offset it was asked at
             state = scan(records, 0)
             assert state.bytes_valid > 0 and state.offset_last >= asked
-        stamps = {("r", 0): sent[700].timestamp}
+        stamps = {("r", 0): _ms(sent[700])}
         with PartitionFiles(broker.data_dir, "r", 0) as files:
             assert reader.offsets_for_times(stamps) == {
-                ("r", 0): files.offset_for_timestamp(sent[700].timestamp)
+                ("r", 0): files.offset_for_timestamp(_ms(sent[700]))
             }
         assert reader.offsets_for_times({("r", 0): NOW_MS + 10**9}) == {("r", 0): None}
         with pytest.raises(LogstoreError, match="not in the log"):

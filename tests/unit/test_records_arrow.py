@@ -11,6 +11,7 @@ logstore._speedups.partition_for_key.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from logstore.errors import CorruptRecordError, InvalidArgumentError, NativeCapa
 from logstore.records import CODECS, Record, build_batch, parse_batches
 from logstore.records import arrow as arrow_mod
 from logstore.records.arrow import (
+    ArrowDecoder,
     CorruptArrowError,
     decode_arrow,
     encode_arrow,
@@ -332,6 +334,167 @@ def test_rows_are_views_of_one_allocation_not_copies() -> None:
     # The result owns its buffers: the input can go away.
     del buf
     assert rows.column("value").to_pylist()[6] == b"v1"
+
+
+# --- ArrowDecoder: many record sets into one set of columns ------------------------
+
+ARENA_CHOICES = [None, lib.LS_ARENA_SMALL, lib.LS_ARENA_HUGE]
+
+
+def batch_bounds(buf: bytes) -> list[int]:
+    """Where each batch of ``buf`` starts, and its end."""
+    bounds = [0]
+    for batch in parse_batches(buf):
+        bounds.append(bounds[-1] + batch.size)
+    return bounds
+
+
+def fetch_like_sets(buf: bytes, per_set: int, partial: int) -> list[bytes]:
+    """``buf`` cut as Fetch answers are: ``per_set`` whole batches, then ``partial`` bytes of
+    the next one (which the next set starts with again)."""
+    bounds = batch_bounds(buf)
+    sets = []
+    for i in range(0, len(bounds) - 1, per_set):
+        end = bounds[min(i + per_set, len(bounds) - 1)]
+        sets.append(buf[bounds[i] : min(end + partial, len(buf))])
+    return sets
+
+
+def decoder_rows(decoder: ArrowDecoder, sets: list[bytes]) -> list[dict[str, Any]]:
+    for records in sets:
+        decoder.add(records)
+    chunks = decoder.finish()
+    assert all(chunk.schema == kafka_schema(decoder.headers) and chunk.num_rows for chunk in chunks)
+    return [row for chunk in chunks for row in observed(chunk)]
+
+
+def many_batches(codec: str = "none") -> bytes:
+    return b"".join(
+        build_batch(MIXED_RECORDS, base_offset=6 * i, compression=codec, timestamp=1_000 * i)
+        for i in range(9)
+    )
+
+
+@pytest.mark.parametrize("arena", ARENA_CHOICES)
+@pytest.mark.parametrize("headers", [False, True])
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_decoder_of_fetch_like_sets_equals_the_oracle(
+    monkeypatch: pytest.MonkeyPatch, codec: str, headers: bool, arena: int | None
+) -> None:
+    monkeypatch.setattr(arrow_mod, "ARENA_FLAGS", arena)
+    monkeypatch.setattr(arrow_mod, "_ARENA_MIN", 64)  # every column an arena, when asked for
+    buf = many_batches(codec) + control_batch(54) + build_batch([b"last"], base_offset=55, timestamp=9)
+    for per_set, partial in [(1, 0), (2, 30), (3, 61), (100, 0)]:
+        sets = fetch_like_sets(buf, per_set, partial)
+        for start, end in [(0, None), (0, 56), (4, 50), (13, 14), (55, 56), (56, None)]:
+            for rows, data in [(None, None), (56, len(buf)), (1, 1)]:
+                decoder = ArrowDecoder(TOPIC, 3, start, end, rows=rows, data=data, include_headers=headers)
+                assert decoder_rows(decoder, sets) == oracle(buf, start, end, headers)[0], (per_set, rows)
+
+
+def test_decoder_next_offsets_and_sets_read_again() -> None:
+    buf = many_batches()
+    bounds = batch_bounds(buf)
+    decoder = ArrowDecoder(TOPIC, 3, 2, 40, rows=38)
+    assert decoder.add(buf[: bounds[2]]) == 12
+    assert decoder.add(buf[bounds[1] : bounds[3]]) == 18  # batch 6-11 again: its rows are not added twice
+    assert decoder.add(buf[bounds[3] : bounds[3] + 20]) == 18  # no whole batch
+    assert decoder.add(b"") == 18 and decoder.num_rows == 16
+    assert decoder.add(buf[bounds[3] :], offset=21) == 40  # a reader that skipped ahead (data loss)
+    rows = [row for chunk in decoder.finish() for row in observed(chunk)]
+    expected = oracle(buf, 2, 40)[0]
+    assert rows == [r for r in expected if r["offset"] < 18 or r["offset"] >= 21]
+    with pytest.raises(InvalidArgumentError, match="finished"):
+        decoder.add(buf)
+
+
+def test_decoder_without_rows_finishes_empty() -> None:
+    decoder = ArrowDecoder(TOPIC, 0, 5, 9, rows=4, data=100)
+    assert decoder.finish() == []
+    decoder = ArrowDecoder(TOPIC, 0, 5)
+    assert decoder.add(control_batch(5)) == 6
+    assert decoder.add(None) == 6
+    assert decoder.finish() == []
+
+
+def test_decoder_starts_a_chunk_before_2_gib(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arrow_mod, "_DATA_LIMIT", 1500)
+    buf = b"".join(build_batch([bytes(300)] * 2, base_offset=2 * i, timestamp=1) for i in range(5))
+    for sets in [[buf], fetch_like_sets(buf, 2, 10)]:
+        decoder = ArrowDecoder(TOPIC, 3, rows=10, data=len(buf))
+        for records in sets:
+            decoder.add(records)
+        chunks = decoder.finish()
+        assert [chunk.num_rows for chunk in chunks] == [4, 4, 2]
+        assert [row for chunk in chunks for row in observed(chunk)] == oracle(buf)[0]
+    monkeypatch.setattr(arrow_mod, "_DATA_LIMIT", 100)
+    with pytest.raises(NativeCapacityError, match="more than an Arrow binary column takes"):
+        ArrowDecoder(TOPIC, 3).add(buf)
+
+
+def test_decoder_corruption_names_the_batch_and_keeps_the_chunks_rows() -> None:
+    buf = bytearray(many_batches())
+    bounds = batch_bounds(bytes(buf))
+    buf[bounds[4] + 70] ^= 0x40  # inside batch 24-29
+    decoder = ArrowDecoder(TOPIC, 3, 2)
+    decoder.add(bytes(buf[: bounds[3]]))
+    why = r"orders \[3\]: the record batch at offset 24 .* CRC-32C"
+    with pytest.raises(CorruptArrowError, match=why) as info:
+        decoder.add(bytes(buf[bounds[3] :]))
+    assert (info.value.offset, info.value.next_offset) == (24, 24)
+    assert observed(info.value.rows) == oracle(bytes(buf[: bounds[4]]), 2)[0]
+    with pytest.raises(InvalidArgumentError, match="finished"):
+        decoder.add(b"")
+
+
+def test_decoder_bad_arguments_say_what_to_pass() -> None:
+    with pytest.raises(InvalidArgumentError, match="end >= start"):
+        ArrowDecoder(TOPIC, 0, 5, 4)
+    with pytest.raises(InvalidArgumentError, match="counts >= 0"):
+        ArrowDecoder(TOPIC, 0, rows=-1)
+
+
+def test_arena_columns_are_cut_to_their_length_and_outlive_everything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(arrow_mod, "_ARENA_MIN", 64)
+    buf = many_batches()
+    decoder = ArrowDecoder(TOPIC, 3, rows=10**6, data=10**8)  # reserved far past what is written
+    decoder.add(buf)
+    [rows] = decoder.finish()
+    del decoder, buf
+    for column in rows.columns:
+        for buffer in column.buffers():
+            assert buffer is None or buffer.size < 1 << 16  # the table keeps no reservation's size
+    assert observed(rows) == oracle(many_batches())[0]
+    arena = arrow_mod._Arena(10**8, np.int32, lib.LS_ARENA_SMALL)
+    arena.array[:1000] = np.arange(1000)
+    kept = arena.trim(1000)
+    assert arena._mapped[0] == mmap.PAGESIZE and kept.tolist() == list(range(1000))
+
+
+def test_arenas_map_trim_and_refuse() -> None:
+    assert lib.ls_arena_map(0, 0) == ffi.NULL
+    assert lib.ls_arena_trim(ffi.NULL, 10, 0) == lib.LS_ERR_ARGUMENT
+    size = 5 << 20
+    base = lib.ls_arena_map(size, lib.LS_ARENA_HUGE)
+    assert int(ffi.cast("uintptr_t", base)) % 64 == 0
+    assert lib.ls_arena_trim(base, size, size + 1) == lib.LS_ERR_ARGUMENT
+    assert lib.ls_arena_trim(base, size, size) == size
+    page = mmap.PAGESIZE
+    ffi.buffer(base, page + 1)[:] = bytes(page + 1)
+    kept = lib.ls_arena_trim(base, size, page + 1)
+    assert kept == 2 * page
+    assert lib.ls_arena_trim(base, kept, 0) > 0  # one page stays mapped
+    lib.ls_arena_unmap(base, lib.ls_arena_trim(base, kept, 0))
+    lib.ls_arena_unmap(ffi.NULL, 10)  # nothing to do
+
+
+def test_topic_and_partition_columns() -> None:
+    for topic, n in [("", 3), ("ключ", 2), ("t", 0), ("orders", 5)]:
+        topics, partitions = arrow_mod._constants(topic, 7, n)
+        topics.validate(full=True)
+        assert (topics.to_pylist(), partitions.to_pylist()) == ([topic] * n, [7] * n)
 
 
 # --- encode ------------------------------------------------------------------------

@@ -378,6 +378,47 @@ def test_torn_and_stale_index_entries_cost_a_walk_not_a_wrong_answer(tmp_path: A
             assert [_key(r) for r in _walk(files, 0, 333)] == _as_written(records)
 
 
+def test_bytes_from_bounds_what_reads_return(data: Any) -> None:
+    path, written = data
+    with PartitionFiles(path, "plain", 1) as files:
+        sizes = [os.path.getsize(os.path.join(files.path, n)) for n in sorted(os.listdir(files.path))
+                 if n.endswith(".log")]  # fmt: skip
+        assert len(sizes) > 3 and files.bytes_from(0) == sum(sizes)
+        end = len(written[("plain", 1)])
+        for start in (0, 1, 77, end - 1, end, end + 50):
+            read = 0
+            offset = start
+            for _ in range(end + 1):
+                view = files.read(offset, 300)
+                if view is None:
+                    break
+                read += len(view)
+                offset = batches_of(view)[-1].next_offset
+            assert read <= files.bytes_from(start) <= sum(sizes)
+        assert files.bytes_from(end) == sizes[-1]  # the active segment, whatever it holds
+
+
+def test_sequential_reads_of_the_active_segment_skip_the_index(tmp_path: Any, monkeypatch: Any) -> None:
+    path = str(tmp_path)
+    records = _records(500, seed=6)
+    with Store(path, scheduler=False) as store:
+        store.create_topic("t", config={"index.interval.bytes": 100})
+        _fill(store.log("t"), records, seed=6)
+        with PartitionFiles(path, "t", 0) as files:
+            lookups: list[int] = []
+            hint = _Segment._offset_hint
+
+            def counted(segment: _Segment, offset: int) -> int:
+                lookups.append(offset)
+                return hint(segment, offset)
+
+            monkeypatch.setattr(_Segment, "_offset_hint", counted)
+            assert [_key(r) for r in _walk(files, 0, 700, scratch=True)] == _as_written(records)
+            assert len(lookups) == 1  # the first read only: the others start where the last ended
+            assert [_key(r) for r in _walk(files, 250, 700)] == _as_written(records, 250)
+            assert len(lookups) == 2
+
+
 def test_closed_reader_refuses_and_views_outlive_it(data: Any) -> None:
     path, written = data
     files = PartitionFiles(path, "plain", 0)
