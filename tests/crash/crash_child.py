@@ -33,6 +33,7 @@ import select
 import signal
 import stat
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -41,7 +42,17 @@ SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
 
 
 def install_sync_recorder(sync_log: str) -> None:
+    """Wrap os.fsync and os.fdatasync to record each completed sync in ``sync_log``.
+
+    A kill -9 can cut a long record short (a write to a regular file stops at a
+    fatal signal), so each child first ends any torn line a killed predecessor
+    left; the parent drops torn lines (their sync never returned to logstore,
+    which is the same as a power cut just before it). A lock keeps lines from
+    two threads (the flusher and the appender) whole.
+    """
     side = os.open(sync_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(side, b"\n")
+    lock = threading.Lock()
     real_fsync, real_fdatasync = os.fsync, os.fdatasync
 
     def record(fd: Any) -> None:
@@ -61,7 +72,10 @@ def install_sync_recorder(sync_log: str) -> None:
             event = {"dir": path, "ino": st.st_ino, "names": names, "data": data}
         else:
             event = {"file": path, "ino": st.st_ino, "size": st.st_size}
-        os.write(side, (json.dumps(event) + "\n").encode())
+        line = memoryview((json.dumps(event) + "\n").encode())
+        with lock:
+            while line:
+                line = line[os.write(side, line) :]
 
     def fsync(fd: Any) -> None:
         real_fsync(fd)

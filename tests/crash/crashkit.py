@@ -589,15 +589,27 @@ class PowerLossReport:
         return "; ".join(self.actions)
 
 
-def _events(sync_log: str, root: str) -> list[dict[str, Any]]:
+def sync_events(sync_log: str) -> list[dict[str, Any]]:
+    """Every whole record in a child's sync log (crash_child.install_sync_recorder)."""
     if not os.path.exists(sync_log):
         return []
     events = []
     for line in _read_lines(sync_log):
-        event = json.loads(line)
-        if event.get("dir") == root or os.path.dirname(event.get("file", "")) == root:
-            events.append(event)
+        if not line:
+            continue
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # torn by a kill -9 mid-write: that sync never returned (crash_child.py)
     return events
+
+
+def _events(sync_log: str, root: str) -> list[dict[str, Any]]:
+    return [
+        event
+        for event in sync_events(sync_log)
+        if event.get("dir") == root or os.path.dirname(event.get("file", "")) == root
+    ]
 
 
 def emulate_power_loss(

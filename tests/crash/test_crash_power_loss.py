@@ -203,10 +203,7 @@ def test_sealed_index_longer_than_its_entries_opens(tmp_path: pathlib.Path, suff
 
 
 def _fsynced_sizes(sync_log: str, name: str) -> list[int]:
-    if not os.path.exists(sync_log):
-        return []
-    with open(sync_log) as f:
-        events = [json.loads(line) for line in f if line.strip()]
+    events = ck.sync_events(sync_log)
     return [e["size"] for e in events if os.path.basename(e.get("file", "")) == name]
 
 
