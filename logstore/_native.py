@@ -55,3 +55,19 @@ def crc32c(data: Any, crc: int = 0) -> int:
     """
     buf = ffi.from_buffer(data)
     return int(lib.ls_crc32c(crc, buf, len(buf)))
+
+
+def arena_bytes(size: int, flags: int | None = None) -> memoryview:
+    """``size`` writable bytes (> 0) in an anonymous mapping from the arena cache (arrow.c).
+
+    Given back to the cache when the last view of it goes, so a repeated large
+    read (a Fetch answer, a table's columns) reuses pages already faulted in
+    instead of fresh ones. The bytes are not zeroed: write before reading.
+    Raises MemoryError when the OS refuses the mapping.
+    """
+    chosen = lib.LS_ARENA_SMALL if flags is None else flags
+    raw = lib.ls_arena_map(size, chosen)
+    if raw == ffi.NULL:
+        raise MemoryError(f"mapping {size} bytes failed")
+    pointer = ffi.gc(raw, lambda p: lib.ls_arena_release(p, size, chosen))
+    return memoryview(ffi.buffer(pointer, size))  # the buffer keeps the pointer alive

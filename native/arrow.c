@@ -25,6 +25,7 @@
 #define _GNU_SOURCE
 #include "ls_core.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -573,11 +574,24 @@ static int64_t page_size(void) {
     return page > 0 ? (int64_t)page : 4096;
 }
 
-void *ls_arena_map(int64_t size, uint32_t flags) {
-    if (size <= 0 || (uint64_t)size > (uint64_t)SIZE_MAX / 2) return NULL;
-    void *base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) return NULL;
+/* Released arenas kept mapped for the next read (an allocator's retention):
+ * a repeated table read then writes pages it already has instead of
+ * faulting fresh zeroed ones, which is most of a read's cost. Bounded in
+ * slots and bytes; kept pages are MADV_FREE, so the kernel may take them
+ * back under memory pressure (a reuse then faults zeroed pages, which is
+ * just as correct: every byte a column exposes is written by its decode). */
+enum { ARENA_CACHE_SLOTS = 64 };
+#define ARENA_CACHE_BYTES ((int64_t)256 << 20)
+
+static struct {
+    void *base;
+    int64_t size;
+    uint32_t flags;
+} arena_cache[ARENA_CACHE_SLOTS];
+static int64_t arena_cache_bytes;
+static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void arena_hint(void *base, int64_t size, uint32_t flags) {
     /* Hints: a kernel without transparent huge pages refuses them, and that is fine. */
 #ifdef MADV_HUGEPAGE
     if (flags & LS_ARENA_HUGE) (void)madvise(base, (size_t)size, MADV_HUGEPAGE);
@@ -585,6 +599,49 @@ void *ls_arena_map(int64_t size, uint32_t flags) {
 #ifdef MADV_NOHUGEPAGE
     if (flags & LS_ARENA_SMALL) (void)madvise(base, (size_t)size, MADV_NOHUGEPAGE);
 #endif
+}
+
+/* Prefers the smallest arena that holds size (no remap), else the largest (the most pages kept). */
+static int arena_better(int64_t candidate, int64_t best, int64_t size) {
+    if (candidate >= size) return best < size || candidate < best;
+    return best < size && candidate > best;
+}
+
+/* Takes the best cached arena of these flags for size, or returns 0. */
+static int arena_take(int64_t size, uint32_t flags, void **base, int64_t *had) {
+    int best = -1;
+    pthread_mutex_lock(&arena_lock);
+    for (int i = 0; i < ARENA_CACHE_SLOTS; i++) {
+        if (arena_cache[i].base == NULL || arena_cache[i].flags != flags) continue;
+        if (best < 0 || arena_better(arena_cache[i].size, arena_cache[best].size, size)) best = i;
+    }
+    if (best >= 0) {
+        *base = arena_cache[best].base, *had = arena_cache[best].size;
+        arena_cache_bytes -= *had;
+        arena_cache[best].base = NULL;
+    }
+    ls_assert(arena_cache_bytes >= 0);
+    pthread_mutex_unlock(&arena_lock);
+    return best >= 0;
+}
+
+void *ls_arena_map(int64_t size, uint32_t flags) {
+    if (size <= 0 || (uint64_t)size > (uint64_t)SIZE_MAX / 2) return NULL;
+    size = (size + page_size() - 1) / page_size() * page_size();
+    void *base = NULL;
+    int64_t had = 0;
+    if (arena_take(size, flags, &base, &had)) {
+        void *moved = had == size ? base : mremap(base, (size_t)had, (size_t)size, MREMAP_MAYMOVE);
+        if (moved != MAP_FAILED) {
+            if (size > had) arena_hint(moved, size, flags);
+            ls_assert(((uintptr_t)moved & 63) == 0);
+            return moved;
+        }
+        (void)munmap(base, (size_t)had);
+    }
+    base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) return NULL;
+    arena_hint(base, size, flags);
     ls_assert(((uintptr_t)base & 63) == 0);
     return base;
 }
@@ -601,5 +658,39 @@ int64_t ls_arena_trim(void *base, int64_t size, int64_t keep) {
 
 void ls_arena_unmap(void *base, int64_t size) {
     if (base == NULL || size <= 0) return;
-    (void)munmap(base, (size_t)size);
+    ls_arena_release(base, size, 0);
+}
+
+void ls_arena_release(void *base, int64_t size, uint32_t flags) {
+    if (base == NULL || size <= 0) return;
+    size = (size + page_size() - 1) / page_size() * page_size(); /* as mmap and trim left it */
+    int kept = 0;
+    if (flags != 0) {
+        pthread_mutex_lock(&arena_lock);
+        for (int i = 0; i < ARENA_CACHE_SLOTS && !kept; i++) {
+            if (arena_cache[i].base != NULL || arena_cache_bytes + size > ARENA_CACHE_BYTES) continue;
+            arena_cache[i].base = base, arena_cache[i].size = size, arena_cache[i].flags = flags;
+            arena_cache_bytes += size;
+            kept = 1;
+        }
+        pthread_mutex_unlock(&arena_lock);
+    }
+#ifdef MADV_FREE
+    if (kept) (void)madvise(base, (size_t)size, MADV_FREE);
+#endif
+    if (!kept) (void)munmap(base, (size_t)size);
+}
+
+int64_t ls_arena_drop_cache(void) {
+    int64_t dropped = 0;
+    for (int i = 0; i < ARENA_CACHE_SLOTS; i++) {
+        pthread_mutex_lock(&arena_lock);
+        void *base = arena_cache[i].base;
+        int64_t size = arena_cache[i].size;
+        arena_cache[i].base = NULL;
+        if (base != NULL) arena_cache_bytes -= size;
+        pthread_mutex_unlock(&arena_lock);
+        if (base != NULL) (void)munmap(base, (size_t)size), dropped += size;
+    }
+    return dropped;
 }

@@ -395,3 +395,11 @@ int64_t ls_arena_trim(void *base, int64_t size, int64_t keep);
 /* Unmaps a mapping of size bytes (as ls_arena_map or ls_arena_trim left it);
  * a refusal (ENOMEM, see arrow.c) leaves it mapped. */
 void ls_arena_unmap(void *base, int64_t size);
+
+/* Gives a mapping back: kept (MADV_FREE) for a later ls_arena_map with the
+ * same flags while the cache has room (64 arenas, 256 MiB), else unmapped.
+ * flags 0: always unmapped. */
+void ls_arena_release(void *base, int64_t size, uint32_t flags);
+
+/* Unmaps every kept arena; returns their bytes. */
+int64_t ls_arena_drop_cache(void);

@@ -30,6 +30,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Protocol
 
+from logstore._native import arena_bytes
 from logstore.client.errors import KafkaError, KafkaException, local
 from logstore.protocol import SIZE, client_codec, encode_request_header, from_dict
 from logstore.protocol.produce import MAX_VERSION as PRODUCE_MAX_VERSION
@@ -340,8 +341,12 @@ class BrokerConnection:
                     del buffer[:at]
                     at = 0
                 if size > RECV_CHUNK:
-                    buffer = self._read_rest(buffer, size + 4, sock)
-                    continue
+                    # A large answer (a Fetch) is read into its own buffer and settled
+                    # from there: its record sets are views of it, never copied.
+                    whole = self._read_rest(buffer, size + 4, sock)
+                    if whole is not None:
+                        self._settle(whole.toreadonly()[4:])
+                    return bytearray()
                 return buffer
             self._settle(bytes(buffer[at + 4 : at + 4 + size]))
             at += 4 + size
@@ -349,11 +354,12 @@ class BrokerConnection:
             del buffer[:at]
         return buffer
 
-    def _read_rest(self, buffer: bytearray, total: int, sock: socket.socket) -> bytearray:
+    def _read_rest(self, buffer: bytearray, total: int, sock: socket.socket) -> memoryview | None:
+        """The frame begun in ``buffer``, read to ``total`` bytes; None if closed first."""
         have = len(buffer)
-        out = bytearray(total)
+        out = arena_bytes(total)  # pages reused from the last large answer, not faulted anew
         out[:have] = buffer
-        view = memoryview(out)
+        view = out
         while have < total and not self.closed:
             try:
                 n = sock.recv_into(view[have:], total - have)
@@ -363,9 +369,9 @@ class BrokerConnection:
             if not n:
                 raise OSError("the broker closed the connection mid-frame")
             have += n
-        return out
+        return out if have == total else None
 
-    def _settle(self, frame: bytes) -> None:
+    def _settle(self, frame: bytes | memoryview) -> None:
         (correlation,) = _CORRELATION.unpack_from(frame, 0)
         with self._lock:
             if not self._in_flight:

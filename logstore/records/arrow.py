@@ -142,9 +142,11 @@ def _size(count: int) -> int:
 class _Arena:
     """One private anonymous mapping (``ls_arena_map``) seen as a numpy array.
 
-    Unmapped when the last view of it goes (the array, a pa.Buffer over a
-    slice of it): the cdata pointer's destructor unmaps what :meth:`trim`
-    left mapped.
+    Given back when the last view of it goes (the array, a pa.Buffer over a
+    slice of it): the cdata pointer's destructor hands what :meth:`trim`
+    left mapped to ``ls_arena_release``, which keeps a few released arenas
+    (256 MiB at most, reclaimable by the kernel) for the next read: a
+    repeated read reuses pages instead of faulting in fresh ones.
     """
 
     __slots__ = ("_mapped", "array", "pointer")
@@ -157,9 +159,9 @@ class _Arena:
                 f"mapping {size} bytes for Arrow columns failed; read fewer offsets at a time "
                 "(logstore.arrow.read_batches, or start and end)"
             )
-        mapped = [size]  # what the destructor unmaps: trim lowers it
+        mapped = [size]  # what the destructor gives back: trim lowers it
         self._mapped = mapped
-        self.pointer = ffi.gc(raw, lambda p: lib.ls_arena_unmap(p, mapped[0]))
+        self.pointer = ffi.gc(raw, lambda p: lib.ls_arena_release(p, mapped[0], flags))
         self.array = np.frombuffer(ffi.buffer(self.pointer, size), dtype)
 
     def trim(self, count: int) -> np.ndarray:

@@ -490,6 +490,67 @@ def test_arenas_map_trim_and_refuse() -> None:
     lib.ls_arena_unmap(ffi.NULL, 10)  # nothing to do
 
 
+def test_released_arenas_are_kept_within_bounds_and_reused() -> None:
+    lib.ls_arena_drop_cache()
+    page, flags = mmap.PAGESIZE, lib.LS_ARENA_SMALL
+    base = lib.ls_arena_map(10 * page, flags)
+    ffi.buffer(base, 10 * page)[:] = b"x" * (10 * page)
+    lib.ls_arena_release(base, 10 * page - 1, flags)  # sizes round up to pages, as mmap's do
+    again = lib.ls_arena_map(10 * page, flags)
+    assert again == base  # the same pages: no fresh faults
+    lib.ls_arena_release(again, 10 * page, 0)  # flags 0: unmapped, not kept
+    assert lib.ls_arena_drop_cache() == 0
+    # Bounded: 100 MiB arenas, three released, at most 256 MiB kept.
+    arenas = [lib.ls_arena_map(100 << 20, flags) for _ in range(3)]
+    for arena in arenas:
+        lib.ls_arena_release(arena, 100 << 20, flags)
+    assert lib.ls_arena_drop_cache() == 200 << 20
+    # A bigger request grows a kept arena; a smaller one takes the closest that holds it.
+    small, large = lib.ls_arena_map(4 * page, flags), lib.ls_arena_map(64 * page, flags)
+    lib.ls_arena_release(small, 4 * page, flags)
+    lib.ls_arena_release(large, 64 * page, flags)
+    assert lib.ls_arena_map(3 * page, flags) == small
+    grown = lib.ls_arena_map(128 * page, flags)
+    ffi.buffer(grown, 128 * page)[:] = bytes(128 * page)
+    lib.ls_arena_unmap(grown, 128 * page)
+    assert lib.ls_arena_drop_cache() == 0
+
+
+def test_arena_bytes_are_writable_and_their_pages_come_back() -> None:
+    from logstore._native import arena_bytes
+
+    lib.ls_arena_drop_cache()
+    view = arena_bytes(1 << 20)
+    assert len(view) == 1 << 20 and not view.readonly
+    view[:5] = b"hello"
+    address = ffi.cast("uintptr_t", ffi.from_buffer(view))
+    del view  # the last view: the mapping goes back to the cache
+    again = arena_bytes(1 << 20)
+    assert ffi.cast("uintptr_t", ffi.from_buffer(again)) == address  # the same pages, not fresh ones
+    del again
+    assert lib.ls_arena_drop_cache() == 1 << 20
+
+
+def test_decodes_into_reused_arenas_match_fresh_ones() -> None:
+    """Arenas come back dirty: every byte a column exposes must be written by its decode."""
+    lib.ls_arena_drop_cache()
+    first = [Record(key=b"k%d" % i, value=b"v" * 300, headers=[("h", b"x" * 100)]) for i in range(3000)]
+    second = [
+        Record(key=None if i % 3 else b"k", value=None if i % 5 == 0 else b"w" * (i % 7)) for i in range(3000)
+    ]
+    for records in (first, second, first):
+        decoder = ArrowDecoder("t", 0, include_headers=True)
+        for at in range(0, len(records), 500):
+            decoder.add(build_batch(records[at : at + 500], base_offset=at))
+        (batch,) = decoder.finish()
+        assert batch.column("key").to_pylist() == [r.key for r in records]
+        assert batch.column("value").to_pylist() == [r.value for r in records]
+        assert batch.column("headers").to_pylist() == [
+            [{"key": k, "value": v} for k, v in r.headers] or None for r in records
+        ]
+        del batch, decoder
+
+
 def test_topic_and_partition_columns() -> None:
     for topic, n in [("", 3), ("ключ", 2), ("t", 0), ("orders", 5)]:
         topics, partitions = arrow_mod._constants(topic, 7, n)
