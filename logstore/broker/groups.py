@@ -102,13 +102,12 @@ def offsets_appender_of(broker: Broker) -> OffsetsAppender:
 
 def ensure_offsets_topic(broker: Broker) -> int:
     """Create ``__consumer_offsets`` if missing; returns its partition count."""
-    store = broker.store
     wanted = broker.config.offsets_topic_num_partitions
-    if not store.has_topic(OFFSETS_TOPIC):
-        store.create_topic(OFFSETS_TOPIC, wanted, OFFSETS_TOPIC_CONFIG)
+    if not broker.metadata.has_topic(OFFSETS_TOPIC):
+        broker.controller.create_topic(OFFSETS_TOPIC, wanted, OFFSETS_TOPIC_CONFIG)
         _log.info("created %s with %d partitions", OFFSETS_TOPIC, wanted)
         return int(wanted)
-    count = store.partitions(OFFSETS_TOPIC)
+    count = broker.metadata.partitions(OFFSETS_TOPIC)
     if count != wanted:
         _log.warning(
             "%s has %d partitions, not offsets.topic.num.partitions=%d; groups are placed over %d",
@@ -143,7 +142,7 @@ def read_partition(log: Log, max_bytes: int = 4 * 1024 * 1024) -> Iterator[Recor
 def load_offsets_topic(coordinator: GroupCoordinator, broker: Broker, partitions: int) -> None:
     """Replay every partition of ``__consumer_offsets`` into the coordinator."""
     for partition in range(partitions):
-        log = broker.store.log(OFFSETS_TOPIC, partition)
+        log = broker.replica_manager.log(OFFSETS_TOPIC, partition)
         if log.log_end_offset <= log.log_start_offset:
             continue
         coordinator.load(read_partition(log), on_unreadable=_skip_unreadable)
@@ -209,7 +208,7 @@ class OffsetsAppender:
         self._scheduled = False
 
     def _limit(self, partition: int) -> int:
-        return self._broker.store.log(OFFSETS_TOPIC, partition).config.max_message_bytes
+        return self._broker.replica_manager.log(OFFSETS_TOPIC, partition).config.max_message_bytes
 
     def stage(self, group_id: str, records: list[Record]) -> Ticket:
         """Add a commit's records to this pass's batch of the group's partition."""
@@ -255,7 +254,7 @@ class OffsetsAppender:
 
     def _append(self, partition: int, records: list[Record]) -> ErrorCode:
         try:
-            self._broker.store.log(OFFSETS_TOPIC, partition).append(records)
+            self._broker.replica_manager.log(OFFSETS_TOPIC, partition).append(records)
         except RecordTooLargeError as e:
             _log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
             return ErrorCode.invalid_commit_offset_size
@@ -268,7 +267,7 @@ class OffsetsAppender:
         except Exception:  # a ticket must settle whatever happens, or its answers never go out
             _log.exception("appending to %s-%d failed", OFFSETS_TOPIC, partition)
             return ErrorCode.coordinator_not_available
-        self._broker.purgatory.notify((OFFSETS_TOPIC, partition))
+        self._broker.replica_manager.appended(OFFSETS_TOPIC, partition)
         return ErrorCode.none
 
 

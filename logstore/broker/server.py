@@ -24,8 +24,10 @@ from typing import Any
 
 from logstore.broker.apis import registry
 from logstore.broker.config import BrokerConfig
-from logstore.broker.producers import PartitionProducers, ProducerIds
-from logstore.broker.purgatory import Purgatory
+from logstore.broker.controller import LocalController, TopicController
+from logstore.broker.metadata_cache import BrokerEndpoint, MetadataCache
+from logstore.broker.producers import ProducerIds
+from logstore.broker.replica_manager import ReplicaManager
 from logstore.protocol import (
     API_VERSIONS_KEY,
     HEADER,
@@ -275,10 +277,14 @@ class Broker:
             checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
         )
         self.cluster_id = config.cluster_id or self._load_cluster_id()
-        self.purgatory = Purgatory()
+        # Kafka's shape: handlers read the MetadataCache, append and read through the
+        # ReplicaManager, and send topic changes to the controller; none touches the Store.
+        self.metadata = MetadataCache(self.cluster_id)
+        self.metadata.track_store(self.store, self.node_id)
+        self.replica_manager = ReplicaManager(self.store, self.metadata, config.producer_id_expiration_ms)
+        self.controller: TopicController = LocalController(self.store)
         self.producer_ids = ProducerIds(self.data_dir)
         self.connections: set[Connection] = set()
-        self._producer_states: dict[tuple[str, int], tuple[Any, PartitionProducers]] = {}
         self.bound: list[tuple[str, int]] = []
         # loop.sendfile works on asyncio's own loops; uvloop raises NotImplementedError.
         self.native_sendfile = True
@@ -302,21 +308,6 @@ class Broker:
         write_atomically(path, f"{value}\n".encode("ascii"))
         return value
 
-    def producer_state(self, topic: str, partition: int) -> PartitionProducers:
-        """The idempotence state of a partition, rebuilt from its log on first use."""
-        log = self.store.log(topic, partition)
-        entry = self._producer_states.get((topic, partition))
-        if entry is not None and entry[0] is log:
-            return entry[1]
-        state = PartitionProducers.rebuild(log, self.config.producer_id_expiration_ms)
-        self._producer_states[(topic, partition)] = (log, state)
-        return state
-
-    def forget_topic(self, name: str) -> None:
-        """Drop the cached producer state of every partition of ``name`` (DeleteTopics)."""
-        for key in [key for key in self._producer_states if key[0] == name]:
-            del self._producer_states[key]
-
     # -- lifecycle -----------------------------------------------------------
 
     async def start(self, listen: bool = True) -> None:
@@ -333,6 +324,8 @@ class Broker:
             for sock in server.sockets:
                 address = sock.getsockname()
                 self.bound.append((address[0], address[1]))
+        host, port = self.advertised
+        self.metadata.set_brokers([BrokerEndpoint(self.node_id, host, port, None)])
         self._reaper = loop.create_task(self._reap_idle())
 
     @property
@@ -356,7 +349,7 @@ class Broker:
             self._reaper.cancel()
         for connection in list(self.connections):
             connection.close("broker shutting down", abort=True, quiet=True)
-        self.purgatory.wake_all()
+        self.replica_manager.wake_all()
         if self.coordinator is not None:
             self.coordinator.close()  # parked joins and syncs answer NOT_COORDINATOR
         for server in self._servers:

@@ -22,8 +22,7 @@ def topic_error(broker: Broker, name: str | None, auto_create: bool) -> ErrorCod
     """NONE if the topic exists (creating it when allowed), else why not."""
     if name is None:
         return ErrorCode.invalid_topic_exception
-    store = broker.store
-    if store.has_topic(name):
+    if broker.metadata.has_topic(name):
         return ErrorCode.none
     try:
         validate_topic_name(name)
@@ -32,7 +31,7 @@ def topic_error(broker: Broker, name: str | None, auto_create: bool) -> ErrorCod
     if not (auto_create and broker.config.auto_create_topics_enable) or name in INTERNAL_TOPICS:
         return ErrorCode.unknown_topic_or_partition
     try:
-        store.create_topic(name, broker.config.num_partitions)
+        broker.controller.create_topic(name, broker.config.num_partitions, {})
         _log.info("auto-created topic %s with %d partitions", name, broker.config.num_partitions)
     except TopicExistsError:
         pass

@@ -37,7 +37,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from logstore._progress import terminal_progress
@@ -118,6 +118,7 @@ class Store:
         self._topic_configs: dict[str, LogConfig] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._cleaner = Cleaner()
+        self._topic_listeners: list[Callable[[str], None]] = []
         try:
             self._write_meta()
             self._remove_deleted_topics()
@@ -238,6 +239,7 @@ class Store:
             self._partition_counts[name] = partitions
             self._logs.update(logs)
             fsync_directory(self.data_dir)
+            self._topic_changed(name)
 
     def _persist_topic(self, name: str, partitions: int) -> None:
         self._write_topic_file(name, partitions, self._topic_ids[name], self._topic_configs[name])
@@ -262,6 +264,7 @@ class Store:
                 )
                 self._partition_counts[name] = partition + 1
             self._persist_topic(name, total)
+            self._topic_changed(name)
 
     def alter_topic_config(self, name: str, config: Mapping[str, Any]) -> LogConfig:
         """Set topic config keys (persisted); the logs use them from now on."""
@@ -286,6 +289,7 @@ class Store:
             if topic == name:
                 log.config = new
         self._persist_topic(name, self.partitions(name))
+        self._topic_changed(name)
         return new
 
     def topic_config(self, name: str) -> LogConfig:
@@ -311,6 +315,21 @@ class Store:
                 os.replace(log.path, doomed)
                 shutil.rmtree(doomed, ignore_errors=True)
             fsync_directory(self.data_dir)
+            self._topic_changed(name)
+
+    def add_topic_listener(self, listener: Callable[[str], None]) -> list[str]:
+        """Call ``listener(name)`` after each change to a topic (created, deleted, partitions
+        added, config changed), under the Store's lock; returns the topics there are now."""
+        with self._lock:
+            self._topic_listeners.append(listener)
+            return self.topics()
+
+    def _topic_changed(self, name: str) -> None:
+        for listener in self._topic_listeners:
+            try:
+                listener(name)
+            except Exception:  # the change is made and persisted: a listener's bug must not undo it
+                _log.exception("a topic listener failed on %s", name)
 
     def has_topic(self, name: str) -> bool:
         return name in self._topic_configs

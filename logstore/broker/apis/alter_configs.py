@@ -55,9 +55,9 @@ def set_topic_overrides(
     """Check ``overrides`` as the topic's whole set, and install it unless ``validate_only``."""
     try:
         if validate_only:
-            broker.store.topic_config(name).with_overrides_replaced(overrides)
+            broker.metadata.topic_config(name).with_overrides_replaced(overrides)
         else:
-            broker.store.set_topic_overrides(name, overrides)
+            broker.controller.set_topic_overrides(name, overrides)
     except InvalidConfigError as e:
         return ErrorCode.invalid_config, str(e)
     except (LogstoreError, OSError) as e:

@@ -29,11 +29,10 @@ _log = logging.getLogger("logstore.broker")
 
 
 def _grow(broker: Broker, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
-    store = broker.store
     name, count = topic.name, topic.count
-    if not store.has_topic(name):
+    if not broker.metadata.has_topic(name):
         return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist."
-    current = store.partitions(name)
+    current = broker.metadata.partitions(name)
     if count < current:
         return (
             ErrorCode.invalid_partitions,
@@ -55,7 +54,7 @@ def _grow(broker: Broker, topic: Any, validate_only: bool) -> tuple[ErrorCode, s
     if validate_only:
         return ErrorCode.none, None
     try:
-        store.add_partitions(name, count)
+        broker.controller.add_partitions(name, count)
     except (LogstoreError, OSError) as e:
         return error_for(e), str(e)
     _log.info("topic %s grew from %d to %d partitions", name, current, count)

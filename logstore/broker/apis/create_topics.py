@@ -119,17 +119,17 @@ def _partition_count(broker: Broker, topic: Any) -> int:
 
 def _check(broker: Broker, topic: Any) -> tuple[int, LogConfig]:
     """(partitions, config) for a creatable topic, or Refused."""
-    store = broker.store
+    metadata = broker.metadata
     name = topic.name
     try:
         validate_topic_name(name)
     except InvalidArgumentError as e:
         raise Refused(ErrorCode.invalid_topic_exception, str(e)) from None
-    if store.has_topic(name):
+    if metadata.has_topic(name):
         raise Refused(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
     if "." in name or "_" in name:
         unified = name.replace(".", "_")
-        for existing in store.topics():
+        for existing in metadata.topic_names():
             if existing.replace(".", "_") == unified:
                 raise Refused(
                     ErrorCode.invalid_topic_exception,
@@ -141,7 +141,7 @@ def _check(broker: Broker, topic: Any) -> tuple[int, LogConfig]:
             ErrorCode.invalid_config, f"Null value not supported for topic configs: {','.join(nulls)}"
         )
     try:
-        config = LogConfig.from_dict({c.name: c.value for c in topic.configs}, defaults=store.defaults)
+        config = LogConfig.from_dict({c.name: c.value for c in topic.configs}, defaults=broker.controller.defaults)
     except InvalidConfigError as e:
         raise Refused(ErrorCode.invalid_config, str(e)) from None
     return _partition_count(broker, topic), config
@@ -152,11 +152,11 @@ def _create(broker: Broker, topic: Any, validate_only: bool) -> tuple[int, LogCo
     if validate_only:
         return partitions, config, _ZERO_UUID
     try:
-        broker.store.create_topic(topic.name, partitions, config.overrides)
+        broker.controller.create_topic(topic.name, partitions, config.overrides)
     except (LogstoreError, OSError) as e:
         raise Refused(error_for(e), str(e)) from None
     _log.info("created topic %s with %d partitions", topic.name, partitions)
-    return partitions, broker.store.topic_config(topic.name), broker.store.topic_id(topic.name)
+    return partitions, broker.metadata.topic_config(topic.name), broker.metadata.topic_id(topic.name)
 
 
 def _config_results(ctx: RequestContext, module: Any, config: LogConfig) -> tuple[Any, ...]:

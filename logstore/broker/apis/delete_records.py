@@ -32,8 +32,7 @@ HIGH_WATERMARK = -1
 
 def delete_before(broker: Broker, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
     """(error, low watermark) after deleting the records of one partition below ``offset``."""
-    store = broker.store
-    log = store.find_log(topic, partition)
+    log = broker.replica_manager.find_log(topic, partition)
     if log is None:
         return ErrorCode.unknown_topic_or_partition, -1
     if topic in INTERNAL_TOPICS:

@@ -46,19 +46,19 @@ def _requested(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid
 def delete_topic(broker: Broker, name: str) -> tuple[ErrorCode, str | None]:
     """Delete one topic and everything the broker keeps for it."""
     try:
-        partitions = broker.store.partitions(name)
-        broker.store.delete_topic(name)
+        partitions = broker.metadata.partitions(name)
+        broker.controller.delete_topic(name)
     except (LogstoreError, OSError) as e:
         return error_for(e), str(e)
-    broker.forget_topic(name)
+    broker.replica_manager.forget_topic(name)
     for partition in range(partitions):
-        broker.purgatory.notify((name, partition))
+        broker.replica_manager.appended(name, partition)
     _log.info("deleted topic %s (%d partitions)", name, partitions)
     return ErrorCode.none, None
 
 
 def _delete_all(broker: Broker, entries: list[tuple[str | None, uuid.UUID]]) -> list[Result]:
-    store = broker.store
+    metadata = broker.metadata
     results: list[Result] = []
     names = Counter(name for name, topic_id in entries if name is not None and topic_id == _ZERO_UUID)
     ids = Counter(topic_id for name, topic_id in entries if name is None and topic_id != _ZERO_UUID)
@@ -84,7 +84,7 @@ def _delete_all(broker: Broker, entries: list[tuple[str | None, uuid.UUID]]) -> 
         if count > 1:
             results.append((None, topic_id, ErrorCode.invalid_request, "Duplicate topic id."))
         else:
-            found = store.topic_by_id(topic_id)
+            found = metadata.topic_by_id(topic_id)
             if found is None:
                 results.append((None, topic_id, ErrorCode.unknown_topic_id, f"No topic with ID {topic_id}."))
             else:
@@ -92,12 +92,12 @@ def _delete_all(broker: Broker, entries: list[tuple[str | None, uuid.UUID]]) -> 
     for name, count in names.items():
         if count > 1:
             continue
-        if not store.has_topic(name):
+        if not metadata.has_topic(name):
             results.append(
                 (name, _ZERO_UUID, ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
             )
             continue
-        topic_id = store.topic_id(name)
+        topic_id = metadata.topic_id(name)
         if topic_id in targets or ids[topic_id] > 1:
             targets.pop(topic_id, None)
             results.append(

@@ -172,7 +172,7 @@ def topic_resource_error(broker: Broker, name: str) -> tuple[ErrorCode, str | No
         validate_topic_name(name)
     except InvalidArgumentError as e:
         return ErrorCode.invalid_topic_exception, str(e)
-    if not broker.store.has_topic(name):
+    if not broker.metadata.has_topic(name):
         return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist."
     return ErrorCode.none, None
 
@@ -183,7 +183,7 @@ def _describe(broker: Broker, resource: Any) -> tuple[ErrorCode, str | None, lis
         error, message = topic_resource_error(broker, name)
         if error != ErrorCode.none:
             return error, message, []
-        return ErrorCode.none, None, topic_entries(broker, broker.store.topic_config(name))
+        return ErrorCode.none, None, topic_entries(broker, broker.metadata.topic_config(name))
     if resource.resource_type == BROKER:
         error, message = broker_resource_error(broker, name)
         if error != ErrorCode.none or name == "":

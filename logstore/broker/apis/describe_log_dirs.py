@@ -27,7 +27,7 @@ from logstore.protocol import NO_THROTTLE, build, codec
 
 def _partitions(broker: Broker, topics: Any) -> dict[str, list[tuple[int, int]]]:
     """topic -> [(partition, size)] of the partitions asked for (None: all)."""
-    logs = broker.store.logs()
+    logs = broker.replica_manager.logs()
     wanted: set[tuple[str, int]] | None = None
     if topics is not None:
         wanted = {(topic.topic, partition) for topic in topics for partition in topic.partitions}
@@ -41,7 +41,7 @@ def _partitions(broker: Broker, topics: Any) -> dict[str, list[tuple[int, int]]]
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     module = codec(35, ctx.version).response_module
-    data_dir = broker.store.data_dir
+    data_dir = broker.data_dir
     try:
         stat = os.statvfs(data_dir)
         error = ErrorCode.none

@@ -26,53 +26,20 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.replica_manager import PartitionRead
 from logstore.broker.server import Broker, RequestContext
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, FileRegion, build, codec
-from logstore.protocol.errors import error_for
 from logstore.storage.log import ReadResult
 
 SENDFILE_MIN_BYTES = 16 * 1024
 _FETCH_SESSION_ID_NOT_FOUND = ErrorCode.fetch_session_id_not_found
 
 
-class PartitionRead:
-    __slots__ = ("error", "high_watermark", "index", "log_start", "read")
-
-    def __init__(self, index: int, error: ErrorCode, read: ReadResult | None = None) -> None:
-        self.index = index
-        self.error = error
-        self.read = read
-        self.high_watermark = -1
-        self.log_start = -1
-
-
-def _read_partition(
-    broker: Broker, topic: str, partition: Any, limit: int, first: bool, upto: str
-) -> PartitionRead:
-    index = partition.partition
-    store = broker.store
-    log = store.find_log(topic, index)
-    if log is None:
-        return PartitionRead(index, ErrorCode.unknown_topic_or_partition)
-    result = PartitionRead(index, ErrorCode.none)
-    result.high_watermark = log.high_watermark
-    result.log_start = log.log_start_offset
-    if limit <= 0 and not first:
-        return result
-    try:
-        read = log.read(partition.fetch_offset, max(limit, 1), upto=upto)
-    except (LogstoreError, OSError) as e:
-        result.error = error_for(e)
-        return result
-    if read.size and (first or read.size <= limit):
-        result.read = read
-    return result
-
-
 def _read_all(
     broker: Broker, request: Any, upto: str
 ) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
+    replicas = broker.replica_manager
     remaining = request.max_bytes
     total = 0
     errors = False
@@ -81,7 +48,7 @@ def _read_all(
         reads = []
         for partition in topic.partitions:
             limit = min(partition.partition_max_bytes, remaining)
-            read = _read_partition(broker, topic.topic, partition, limit, total == 0, upto)
+            read = replicas.read(topic.topic, partition.partition, partition.fetch_offset, limit, total == 0, upto)
             size = read.read.size if read.read is not None else 0
             remaining -= size
             total += size
@@ -125,7 +92,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or errors or remaining <= 0 or not keys or ctx.connection.closed:
             break
-        await broker.purgatory.wait(keys, remaining)
+        await broker.replica_manager.wait_for_data(keys, remaining)
     return build(
         module.FetchResponse,
         throttle_time=NO_THROTTLE,

@@ -84,7 +84,7 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
     error, message = topic_resource_error(broker, name)
     if error != ErrorCode.none:
         return error, message
-    config = broker.store.topic_config(name)
+    config = broker.metadata.topic_config(name)
     overrides: dict[str, Any] = dict(config.overrides)
     for change in changes:
         error, message = _apply(overrides, config.values.get(change.name, ()), change)

@@ -24,8 +24,7 @@ def _lookup(
     broker: Broker, topic: str, index: int, timestamp: int, consumer: bool
 ) -> tuple[ErrorCode, int, int]:
     """(error, timestamp, offset) for one partition."""
-    store = broker.store
-    log = store.find_log(topic, index)
+    log = broker.replica_manager.find_log(topic, index)
     if log is None:
         return ErrorCode.unknown_topic_or_partition, -1, -1
     if timestamp == LATEST_TIMESTAMP:

@@ -1,6 +1,8 @@
 """Metadata (key 3): brokers, topics and partition leaders; auto-creates topics.
 
-One broker leads every partition, with itself as the only replica and ISR.
+Brokers, leaders, replicas, ISR and leader epochs come from the broker's
+MetadataCache (on a single broker: this broker leads every partition, alone
+in the ISR, with no leader epoch kept: -1).
 A requested topic that does not exist is created with ``num.partitions``
 when ``auto.create.topics.enable`` is on and the request allows it (v4+);
 v0 asks for every topic with an empty list, v1+ with null. Leader epochs are
@@ -39,7 +41,7 @@ def _requested(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid
             topic_id = None
         name = topic.name
         if name is None and topic_id is not None:
-            name = ctx.broker.store.topic_by_id(topic_id)
+            name = ctx.broker.metadata.topic_by_id(topic_id)
         result.append((name, topic_id))
     return result
 
@@ -49,22 +51,22 @@ def topic_metadata(
 ) -> Any:
     broker = ctx.broker
     partitions: tuple[Any, ...] = ()
-    if error == ErrorCode.none and name is not None:
-        node = broker.node_id
+    found = broker.metadata.topic(name) if error == ErrorCode.none and name is not None else None
+    if found is not None:
         partitions = tuple(
             build(
                 module.MetadataResponsePartition,
-                error_code=ErrorCode.none,
+                error_code=ErrorCode.leader_not_available if state.leader < 0 else ErrorCode.none,
                 partition_index=index,
-                leader_id=node,
-                leader_epoch=-1,
-                replica_nodes=(node,),
-                isr_nodes=(node,),
-                offline_replicas=(),
+                leader_id=state.leader,
+                leader_epoch=state.leader_epoch,
+                replica_nodes=state.replicas,
+                isr_nodes=state.isr,
+                offline_replicas=state.offline,
             )
-            for index in range(broker.store.partitions(name))
+            for index, state in enumerate(found.partitions)
         )
-        topic_id = broker.store.topic_id(name)
+        topic_id = found.topic_id
     return build(
         module.MetadataResponseTopic,
         error_code=error,
@@ -90,7 +92,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     topics: list[Any] = []
     if requested is None:
-        for existing in broker.store.topics():
+        for existing in broker.metadata.topic_names():
             topics.append(topic_metadata(ctx, module, existing, ErrorCode.none, None, operations))
     else:
         for name, topic_id in requested:
@@ -101,21 +103,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             elif name is None and topic_id is not None:
                 error = ErrorCode.unknown_topic_id
             else:
-                existed = name is not None and broker.store.has_topic(name)
+                existed = name is not None and broker.metadata.has_topic(name)
                 error = topic_error(broker, name, auto_create)
                 if not existed:
                     # Auto-creation fsyncs; let other connections in between topics.
                     await asyncio.sleep(0)
             topics.append(topic_metadata(ctx, module, name, error, topic_id, operations))
-    host, port = broker.advertised
     return build(
         module.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=(
-            build(module.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),
+        brokers=tuple(
+            build(module.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in broker.metadata.brokers()
         ),
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.metadata.controller_id,
         topics=tuple(topics),
         cluster_authorized_operations=cluster_operations,
     )

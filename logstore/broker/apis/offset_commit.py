@@ -31,15 +31,15 @@ from logstore.protocol import EMPTY_TAGS, DeferredBody, RawBody, wire_count, wir
 
 def topic_name(broker: Broker, topic: Any, by_id: bool) -> tuple[str | None, int, ErrorCode]:
     """A request's topic (by ID from v10) as (name, partition count), or None, 0 and why not."""
-    store = broker.store
+    metadata = broker.metadata
     if by_id:
         topic_id = topic.topic_id
-        name = None if topic_id is None or topic_id.int == 0 else store.topic_by_id(topic_id)
+        name = None if topic_id is None or topic_id.int == 0 else metadata.topic_by_id(topic_id)
         if name is None:
             return None, 0, ErrorCode.unknown_topic_id
     else:
         name = topic.name
-    count = store.partition_count(name)
+    count = metadata.partition_count(name)
     if count is None:
         return None, 0, ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
     return name, count, ErrorCode.none

@@ -22,11 +22,11 @@ from logstore.protocol import NO_THROTTLE, build, codec
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(47, ctx.version).response_module
-    store = ctx.broker.store
+    metadata = ctx.broker.metadata
     unknown: set[tuple[str, int]] = set()
     wanted: list[tuple[str, int]] = []
     for topic in request.topics:
-        count = store.partition_count(topic.name) or 0
+        count = metadata.partition_count(topic.name) or 0
         for partition in topic.partitions:
             key = (topic.name, partition.partition_index)
             if 0 <= partition.partition_index < count:

@@ -32,7 +32,7 @@ def _fetch_group(
 ) -> tuple[ErrorCode, tuple[Any, ...]]:
     """(group error, response topics) for one group."""
     topic_class, partition_class = classes
-    store = ctx.broker.store
+    metadata = ctx.broker.metadata
     by_id = ctx.version >= 10
     coordinator = coordinator_of(ctx.broker)
     # [(response key: name or ID, name or None, [(partition, FetchedOffset or error)])]
@@ -44,9 +44,9 @@ def _fetch_group(
             by_topic.setdefault(topic_name, []).append(partition)
         for topic_name, partitions in by_topic.items():
             if by_id:
-                if not store.has_topic(topic_name):
+                if not metadata.has_topic(topic_name):
                     continue
-                wanted.append((store.topic_id(topic_name), topic_name, partitions))
+                wanted.append((metadata.topic_id(topic_name), topic_name, partitions))
             else:
                 wanted.append((topic_name, topic_name, partitions))
     else:
@@ -54,7 +54,7 @@ def _fetch_group(
         for topic in topics:
             if by_id:
                 topic_id = topic.topic_id
-                name = None if topic_id is None or topic_id.int == 0 else store.topic_by_id(topic_id)
+                name = None if topic_id is None or topic_id.int == 0 else metadata.topic_by_id(topic_id)
                 wanted.append((topic_id, name, list(topic.partition_indexes)))
             else:
                 wanted.append((topic.name, topic.name, list(topic.partition_indexes)))

@@ -1,0 +1,66 @@
+"""Topic changes: where CreateTopics, DeleteTopics, CreatePartitions and config changes go.
+
+In Kafka these go to the controller, which decides replica assignments and
+tells every broker. :class:`LocalController` is the controller of a cluster of
+one broker: it makes each change in the Store (topic files under the data
+directory, the partitions' logs), and the MetadataCache and ReplicaManager
+follow through the Store's topic listener. A broker in a ZooKeeper cluster
+uses the cluster's controller instead, with the same methods
+(:class:`TopicController`).
+
+Every method raises the Store's exceptions (UnknownTopicError,
+TopicExistsError, InvalidArgumentError, InvalidConfigError, OSError); the
+handlers map them to Kafka error codes with ``error_for``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from logstore.storage.config import LogConfig
+from logstore.storage.manager import Store
+
+
+class TopicController(Protocol):
+    """What the API handlers ask of a controller."""
+
+    @property
+    def defaults(self) -> Mapping[str, Any]:
+        """The broker's log defaults (``log.*`` keys as topic keys)."""
+        ...
+
+    def create_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> None: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def add_partitions(self, name: str, total: int) -> None: ...
+
+    def set_topic_overrides(self, name: str, config: Mapping[str, Any]) -> LogConfig: ...
+
+
+class LocalController:
+    """The controller of a single broker: every change made in its own Store (see the module doc)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @property
+    def defaults(self) -> Mapping[str, Any]:
+        return self.store.defaults
+
+    def create_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> None:
+        """Create ``name`` with ``partitions`` partitions and ``config``'s overrides (persisted)."""
+        self.store.create_topic(name, partitions, config)
+
+    def delete_topic(self, name: str) -> None:
+        """Close and delete every partition of ``name``."""
+        self.store.delete_topic(name)
+
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow ``name`` to ``total`` partitions (never shrinks)."""
+        self.store.add_partitions(name, total)
+
+    def set_topic_overrides(self, name: str, config: Mapping[str, Any]) -> LogConfig:
+        """Make ``config`` the topic's whole set of overrides; returns the new config."""
+        return self.store.set_topic_overrides(name, config)
