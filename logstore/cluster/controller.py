@@ -1,0 +1,242 @@
+"""The cluster controller over ZooKeeper (Kafka's ``KafkaController``, ZooKeeper mode).
+
+Every broker runs one; the broker that creates the ephemeral ``/controller``
+first is the active controller, with the epoch it bumped in
+``/controller_epoch`` (one transaction, :meth:`KafkaZkClient.try_become_controller`).
+The active controller:
+
+- creates topics: assigns replicas over the live brokers (rack-aware,
+  :mod:`~logstore.cluster.assignment`), writes the assignment, then each
+  partition's first state (leader: the first live replica; ISR: the live
+  replicas; leader epoch 0);
+- reacts to brokers leaving (their ``/brokers/ids`` znode gone): every
+  partition they led gets a new leader from its ISR
+  (:func:`~logstore.cluster.election.offline_partition_leader`, unclean
+  election only with ``unclean.leader.election.enable``), with its leader
+  epoch bumped; the replicas they held leave every ISR;
+- moves leaderships off a broker in controlled shutdown.
+
+Fencing: every partition-state write is one ZooKeeper transaction that checks
+``/controller_epoch`` is still at the version this controller made it (as
+Kafka does since KAFKA-6082), and is conditional on the state znode's
+version the controller read; it carries the controller epoch. A controller
+that was replaced (a zombie: paused past its session, a new one elected)
+writes nothing and stands down (:class:`ControllerMovedError`); a state that
+moved on is read again.
+
+How brokers learn of changes: they watch the znodes (topics, partition states,
+``/brokers/ids``) rather than receiving LeaderAndIsr and UpdateMetadata
+requests; each state znode carries the leader epoch and controller epoch
+Kafka's requests would carry.
+
+Not thread-safe: the broker calls it from one thread (kazoo's watch thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from kazoo.exceptions import NodeExistsError
+
+from logstore.cluster.assignment import assign_replicas
+from logstore.cluster.election import controlled_shutdown_leader, offline_partition_leader
+from logstore.cluster.zk import FencedControllerError, KafkaZkClient, LeaderAndIsr, TopicAssignment, ZkError
+from logstore.errors import TopicExistsError, UnknownTopicError
+
+_log = logging.getLogger("logstore.cluster")
+
+NO_LEADER = -1
+
+
+class ControllerMovedError(ZkError):
+    """Another broker became controller with a higher epoch: this one must stand down."""
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    """What one pass of elections did: partitions with a new state, and those left without a leader."""
+
+    changed: dict[tuple[str, int], LeaderAndIsr]
+    leaderless: list[tuple[str, int]]
+
+
+class ZkController:
+    """This broker's controller: idle until :meth:`elect` wins (see the module doc)."""
+
+    def __init__(self, zk: KafkaZkClient, broker_id: int, *, unclean_leader_election: bool = False) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.unclean_leader_election = unclean_leader_election
+        self.epoch: int | None = None  # set while this broker is the active controller
+        self.epoch_version = -1  # /controller_epoch's znode version when this broker won it
+
+    @property
+    def active(self) -> bool:
+        return self.epoch is not None
+
+    def elect(self) -> bool:
+        """Try to become the controller; True if this broker is it now (with a fresh epoch)."""
+        if self.active and self.zk.controller_id() == self.broker_id:
+            return True
+        won = self.zk.try_become_controller(self.broker_id)
+        self.epoch, self.epoch_version = won if won is not None else (None, -1)
+        if self.epoch is not None:
+            _log.info("broker %d is the controller, epoch %d", self.broker_id, self.epoch)
+        return self.epoch is not None
+
+    def resign(self) -> None:
+        """Stop acting as controller (and free ``/controller`` if this broker holds it)."""
+        if self.active:
+            self.zk.resign_controller(self.broker_id)
+        self.epoch = None
+
+    def _check_active(self) -> int:
+        if self.epoch is None:
+            raise ControllerMovedError(f"broker {self.broker_id} is not the controller")
+        return self.epoch
+
+    # -- topics --------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: Mapping[str, str] | None = None,
+        *,
+        assignment: Mapping[int, list[int]] | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicAssignment:
+        """Assign, write and elect the first leaders of a new topic; TopicExistsError if it exists.
+
+        ``assignment``: replicas chosen by the caller (CreateTopics' manual
+        assignment), else Kafka's rack-aware assignment over the live brokers.
+        """
+        epoch = self._check_active()
+        live = self.zk.live_brokers()
+        if assignment is None:
+            racks = {b: reg.rack for b, reg in live.items()}
+            assignment = assign_replicas(racks, partitions, replication_factor)
+        made = TopicAssignment(topic_id or uuid.uuid4(), {p: tuple(r) for p, r in assignment.items()})
+        try:
+            self.zk.create_topic(name, made, dict(config or {}))
+        except NodeExistsError:
+            raise TopicExistsError(f"topic {name!r} already exists") from None
+        for partition, replicas in sorted(made.partitions.items()):
+            self._init_partition(name, partition, replicas, live, epoch)
+        return made
+
+    def _init_partition(
+        self, topic: str, partition: int, replicas: tuple[int, ...], live: Collection[int], epoch: int
+    ) -> LeaderAndIsr:
+        isr = tuple(b for b in replicas if b in live)
+        leader = isr[0] if isr else NO_LEADER
+        state = LeaderAndIsr(leader, 0, isr or (), epoch)
+        try:
+            return self.zk.create_partition_state(topic, partition, state, self._fence())
+        except NodeExistsError:  # a controller before this one got this far
+            found = self.zk.partition_state(topic, partition)
+            assert found is not None
+            return found
+
+    def add_partitions(self, name: str, total: int, replication_factor: int | None = None) -> TopicAssignment:
+        """Grow ``name`` to ``total`` partitions, new replicas continuing Kafka's assignment."""
+        epoch = self._check_active()
+        current = self.zk.topic_assignment(name)
+        if current is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        count = len(current.partitions)
+        factor = replication_factor or len(current.partitions[0])
+        live = self.zk.live_brokers()
+        extra = assign_replicas(
+            {b: reg.rack for b, reg in live.items()}, total - count, factor, start_partition=count
+        )
+        grown = TopicAssignment(
+            current.topic_id, {**current.partitions, **{p: tuple(r) for p, r in extra.items()}}
+        )
+        self.zk.set_topic_assignment(name, grown)
+        for partition in range(count, total):
+            self._init_partition(name, partition, grown.partitions[partition], live, epoch)
+        return grown
+
+    # -- brokers leaving -----------------------------------------------------
+
+    def on_brokers_changed(self, shutting_down: Collection[int] = ()) -> ElectionResult:
+        """Elect new leaders where the leader is gone (or shutting down), and take dead (or
+        shutting-down) replicas out of every ISR. One pass over every partition: O(P x R)."""
+        epoch = self._check_active()
+        live = set(self.zk.live_brokers())
+        changed: dict[tuple[str, int], LeaderAndIsr] = {}
+        leaderless: list[tuple[str, int]] = []
+        for topic in self.zk.topics():
+            assignment = self.zk.topic_assignment(topic)
+            if assignment is None:
+                continue
+            for partition, replicas in sorted(assignment.partitions.items()):
+                new, offline = self._reelect(topic, partition, replicas, live, set(shutting_down), epoch)
+                if new is not None:
+                    changed[(topic, partition)] = new
+                if offline:
+                    leaderless.append((topic, partition))
+        return ElectionResult(changed, leaderless)
+
+    def _reelect(
+        self,
+        topic: str,
+        partition: int,
+        replicas: tuple[int, ...],
+        live: set[int],
+        leaving: set[int],
+        epoch: int,
+    ) -> tuple[LeaderAndIsr | None, bool]:
+        """(the partition's new state if one was written, whether it is left without a leader)."""
+        for _ in range(5):  # bounded: each retry follows a newer znode version
+            state = self.zk.partition_state(topic, partition)
+            if state is None:
+                made = self._init_partition(topic, partition, replicas, live - leaving, epoch)
+                return made, made.leader == NO_LEADER
+            staying = live - leaving
+            if state.leader in staying and all(b in staying for b in state.isr):
+                return None, False
+            if state.leader in staying:  # the leader stays: only the ISR shrinks (same leader epoch)
+                isr = tuple(b for b in state.isr if b in staying)
+                new = LeaderAndIsr(state.leader, state.leader_epoch, isr, epoch)
+            else:
+                if leaving:
+                    chosen = controlled_shutdown_leader(replicas, state.isr, live, leaving)
+                else:
+                    chosen = offline_partition_leader(replicas, state.isr, live, self.unclean_leader_election)
+                if chosen is None and state.leader == NO_LEADER:
+                    return None, True  # already offline: nothing to write
+                if chosen is None:
+                    # No replica may lead: offline, the ISR kept for when one of it returns.
+                    new = LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, state.isr, epoch)
+                else:
+                    new = LeaderAndIsr(chosen[0], state.leader_epoch + 1, chosen[1], epoch)
+            written = self._write(topic, partition, new, state.zk_version)
+            if written is not None:
+                _log.info(
+                    "%s-%d: leader %d, leader epoch %d, isr %s",
+                    topic, partition, new.leader, new.leader_epoch, list(new.isr),
+                )  # fmt: skip
+                return written, written.leader == NO_LEADER
+        raise ZkError(f"{topic}-{partition}: the partition state kept changing under the controller")
+
+    def _fence(self) -> int:
+        if self.epoch is None:
+            raise ControllerMovedError(f"broker {self.broker_id} is not the controller")
+        return self.epoch_version
+
+    def _write(self, topic: str, partition: int, state: LeaderAndIsr, version: int) -> LeaderAndIsr | None:
+        """A conditional write; None if the state moved on. ControllerMovedError if this controller
+        was replaced (its epoch's znode version is checked in the same transaction)."""
+        try:
+            return self.zk.update_partition_state(topic, partition, state, version, self._fence())
+        except FencedControllerError as e:
+            stale, self.epoch, self.epoch_version = self.epoch, None, -1
+            raise ControllerMovedError(
+                f"broker {self.broker_id} was controller at epoch {stale} and was replaced ({e}); standing down"
+            ) from None

@@ -1,0 +1,141 @@
+"""The controller over a real ZooKeeper: topics, leaders after a broker goes, fencing of a zombie.
+
+Brokers here are ZooKeeper sessions with a registration (what the controller
+sees of a broker); each test's brokers live in their own chroot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from logstore.cluster.controller import NO_LEADER, ControllerMovedError, ZkController
+from logstore.cluster.zk import BrokerRegistration, KafkaZkClient, LeaderAndIsr
+from logstore.errors import TopicExistsError
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+Sessions = Callable[[int, "str | None"], KafkaZkClient]
+
+
+@pytest.fixture
+def broker_session(zk_connect: str) -> Iterator[Sessions]:
+    made: list[KafkaZkClient] = []
+
+    def make(broker_id: int, rack: str | None = None) -> KafkaZkClient:
+        client = KafkaZkClient(zk_connect, session_timeout_ms=6000)
+        client.start()
+        client.register_broker(
+            BrokerRegistration(broker_id, (("PLAINTEXT", "127.0.0.1", 9000 + broker_id),), rack)
+        )
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def states(zk: KafkaZkClient, topic: str) -> dict[int, tuple[int, int, tuple[int, ...]]]:
+    assignment = zk.topic_assignment(topic)
+    assert assignment is not None
+    found = {}
+    for partition in assignment.partitions:
+        state = zk.partition_state(topic, partition)
+        assert state is not None
+        found[partition] = (state.leader, state.leader_epoch, state.isr)
+    return found
+
+
+def test_a_topic_gets_rack_aware_replicas_and_its_preferred_leaders(broker_session: Sessions) -> None:
+    sessions = {b: broker_session(b, f"rack{b % 2}") for b in (1, 2, 3, 4)}
+    controller = ZkController(sessions[1], 1)
+    assert controller.elect() and controller.epoch == 1
+    other = ZkController(sessions[2], 2)
+    assert not other.elect() and not other.active
+    made = controller.create_topic("orders", 8, 3, {"retention.ms": "1000"})
+    assert sorted(made.partitions) == list(range(8))
+    for replicas in made.partitions.values():
+        assert len(set(replicas)) == 3 and {b % 2 for b in replicas} == {0, 1}  # both racks
+    for partition, (leader, epoch, isr) in states(sessions[2], "orders").items():
+        assert (leader, epoch, isr) == (made.partitions[partition][0], 0, made.partitions[partition])
+    first = sessions[3].partition_state("orders", 0)
+    assert first is not None and first.controller_epoch == 1
+    with pytest.raises(TopicExistsError):
+        controller.create_topic("orders", 1, 1)
+    grown = controller.add_partitions("orders", 10)
+    assert sorted(grown.partitions) == list(range(10)) and grown.topic_id == made.topic_id
+    assert set(states(sessions[1], "orders")) == set(range(10))
+
+
+def test_a_dead_leaders_partitions_move_within_the_isr(broker_session: Sessions) -> None:
+    sessions = {b: broker_session(b, None) for b in (1, 2, 3)}
+    controller = ZkController(sessions[1], 1)
+    assert controller.elect()
+    made = controller.create_topic(
+        "t", 6, 3, assignment={p: [1 + (p % 3), 1 + (p + 1) % 3, 1 + (p + 2) % 3] for p in range(6)}
+    )
+    before = states(sessions[1], "t")
+    sessions[2].close()  # broker 2 dies
+    result = controller.on_brokers_changed()
+    after = states(sessions[1], "t")
+    for partition, (leader, epoch, isr) in after.items():
+        assert 2 not in isr and leader in isr
+        old_leader, old_epoch, _ = before[partition]
+        if old_leader == 2:  # it moved, to the next replica in assignment order, with a new epoch
+            assert leader == next(b for b in made.partitions[partition] if b != 2) and epoch == old_epoch + 1
+        else:
+            assert (leader, epoch) == (old_leader, old_epoch)
+    assert set(result.changed) == {("t", p) for p in range(6)} and result.leaderless == []
+    assert controller.on_brokers_changed().changed == {}  # nothing more to do
+
+
+def test_no_leader_without_a_live_in_sync_replica_unless_unclean(broker_session: Sessions) -> None:
+    one, two = broker_session(1, None), broker_session(2, None)
+    controller = ZkController(one, 1)
+    assert controller.elect()
+    controller.create_topic("t", 1, 2, assignment={0: [2, 1]})
+    # The ISR shrinks to broker 2 alone (as a leader does when 1 falls behind).
+    state = one.partition_state("t", 0)
+    assert state is not None
+    assert one.update_partition_state("t", 0, LeaderAndIsr(2, 0, (2,), 1), state.zk_version) is not None
+    two.close()
+    result = controller.on_brokers_changed()
+    assert result.leaderless == [("t", 0)]
+    assert states(one, "t")[0] == (NO_LEADER, 1, (2,))  # offline; broker 2 may lead when it returns
+    assert controller.on_brokers_changed().leaderless == [("t", 0)]  # stays offline, no new writes
+    assert states(one, "t")[0] == (NO_LEADER, 1, (2,))
+    unclean = ZkController(one, 1, unclean_leader_election=True)
+    unclean.epoch, unclean.epoch_version = controller.epoch, controller.epoch_version
+    assert unclean.on_brokers_changed().changed[("t", 0)].leader == 1  # may lose acknowledged records
+    assert states(one, "t")[0] == (1, 2, (1,))
+
+
+def test_controlled_shutdown_moves_leaders_first(broker_session: Sessions) -> None:
+    sessions = {b: broker_session(b, None) for b in (1, 2, 3)}
+    controller = ZkController(sessions[1], 1)
+    assert controller.elect()
+    controller.create_topic("t", 3, 3, assignment={0: [3, 1, 2], 1: [1, 3, 2], 2: [2, 1, 3]})
+    controller.on_brokers_changed(shutting_down={3})  # broker 3 is still alive, about to stop
+    after = states(sessions[1], "t")
+    assert after[0][0] == 1 and all(3 not in isr and leader != 3 for leader, _, isr in after.values())
+
+
+def test_a_zombie_controller_writes_nothing(broker_session: Sessions) -> None:
+    one, two, three = broker_session(1, None), broker_session(2, None), broker_session(3, None)
+    zombie = ZkController(one, 1)
+    assert zombie.elect()
+    zombie.create_topic("t", 1, 3, assignment={0: [3, 1, 2]})
+    # The zombie pauses; its seat is taken (as when its session expires): a new controller.
+    one.resign_controller(1)
+    successor = ZkController(two, 2)
+    assert successor.elect() and successor.epoch == 2
+    zombie.epoch = 1  # it still believes it is the controller
+    three.close()
+    with pytest.raises(ControllerMovedError, match="was controller at epoch 1"):
+        zombie.on_brokers_changed()
+    assert not zombie.active
+    assert states(two, "t")[0] == (3, 0, (3, 1, 2))  # the zombie changed nothing
+    assert successor.on_brokers_changed().changed[("t", 0)].leader == 1
+    assert states(two, "t")[0] == (1, 1, (1, 2))
