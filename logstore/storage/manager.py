@@ -1,55 +1,45 @@
-"""The Store: every partition log under one data directory (Kafka's LogManager).
+"""The Store: a data directory's topics and their partition logs (the embedded engine's entry point).
 
-Data directory layout (Kafka's, plus one folder for topic configs)::
+A topic registry over a :class:`~logstore.storage.log_manager.LogManager`:
+the LogManager owns the directory, the logs by topic-partition, their
+checkpoints and background work; the Store adds what a single node keeps of
+its topics, one file per topic (Kafka keeps this in ZooKeeper or its metadata
+log; a lone broker and the embedded engine keep it here)::
 
     <data_dir>/
-      .lock                              exclusive flock while a Store has it open
-      meta.properties                    version=1
-      .kafka_cleanshutdown               present only after a clean close
-      recovery-point-offset-checkpoint   topic partition offset
-      log-start-offset-checkpoint
-      replication-offset-checkpoint      high watermarks
-      topic-configs/<topic>.properties   partitions=N and the topic's overrides
-      <topic>-<partition>/               one Log each
+      topic-configs/<topic>.properties   partitions=N, topic.id and the topic's overrides
+      ... and the LogManager's layout (logs, checkpoints, .lock, clean-shutdown marker)
 
-Crash policy: the clean-shutdown marker is removed (and the removal fsynced)
-before the Store serves anything; after a crash its absence makes every log
-recover from its checkpointed recovery point. Checkpoints are written
-atomically (tmp + fsync + rename + directory fsync). A topic is deleted by
-renaming its directories to ``<topic>-<partition>.<nonce>-delete`` before
-removing them; such leftovers are removed on open.
+Crash policy: a topic exists once its file is written (after its logs are
+made: a crash between leaves log directories no topic names, which are left
+alone); a deleted topic's file goes first, then its logs (renamed to
+``-delete`` and removed; leftovers are removed on open). See the LogManager
+for the logs' own policy.
 
-Threads: the Store's methods may be called from any thread; a background
-scheduler thread flushes per ``flush.ms``, applies retention, compacts the
-logs whose ``cleanup.policy`` includes compact when they are due (see
-:meth:`~logstore.storage.cleaner.Cleaner.needs_cleaning`; ``compact_now``
-runs it on demand) and writes the checkpoints.
+Threads: the Store's methods may be called from any thread. Topic listeners
+(:meth:`Store.add_topic_listener`) run under the Store's lock.
 """
+
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
 import re
-import shutil
 import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from logstore._progress import terminal_progress
-from logstore.errors import InvalidArgumentError, LogstoreError, TopicExistsError, UnknownTopicError
-from logstore.storage.checkpoints import fsync_directory, read_offsets, write_atomically, write_offsets
-from logstore.storage.cleaner import Cleaner, CleanResult
+from logstore.errors import InvalidArgumentError, TopicExistsError, UnknownTopicError
+from logstore.storage.checkpoints import fsync_directory, write_atomically
+from logstore.storage.cleaner import CleanResult
 from logstore.storage.config import LogConfig
-from logstore.storage.log import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, Log
+from logstore.storage.log import Log
+from logstore.storage.log_manager import LogManager
 
 _log = logging.getLogger("logstore.store")
 
-REPLICATION_FILE = "replication-offset-checkpoint"
 TOPIC_CONFIGS = "topic-configs"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -83,7 +73,7 @@ def topic_name(properties_file: str) -> str:
 
 
 class Store:
-    """All topics and partitions under one data directory.
+    """All topics and partitions under one data directory (see the module doc).
 
     >>> import tempfile
     >>> with Store(tempfile.mkdtemp(), scheduler=False) as store:
@@ -104,109 +94,51 @@ class Store:
         cleaner_backoff_ms: int = 15_000,
     ) -> None:
         self.data_dir = os.path.abspath(data_dir)
-        os.makedirs(os.path.join(self.data_dir, TOPIC_CONFIGS), exist_ok=True)
         self.defaults = dict(config or {})
         LogConfig.from_dict(self.defaults)  # fail now on a bad default
         self._lock = threading.RLock()
-        # Checkpoints share one .tmp path per file: one writer at a time (scheduler, close, callers).
-        self._checkpoint_lock = threading.Lock()
-        self._closed = False
-        self._lock_fd = self._acquire_directory_lock()
-        self._logs: dict[tuple[str, int], Log] = {}
         self._partition_counts: dict[str, int] = {}  # partitions are dense: 0 .. count - 1
         self._topics_by_id: dict[uuid.UUID, str] = {}
         self._topic_configs: dict[str, LogConfig] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
-        self._cleaner = Cleaner()
         self._topic_listeners: list[Callable[[str], None]] = []
-        try:
-            self._write_meta()
-            self._remove_deleted_topics()
-            self._open_logs()
-        except BaseException:
-            self._release_directory_lock()
-            raise
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._intervals = (
-            scheduler_interval_ms,
-            retention_check_interval_ms,
-            checkpoint_interval_ms,
-            cleaner_backoff_ms,
+        self.log_manager = LogManager(
+            self.data_dir,
+            scheduler_interval_ms=scheduler_interval_ms,
+            retention_check_interval_ms=retention_check_interval_ms,
+            checkpoint_interval_ms=checkpoint_interval_ms,
+            cleaner_backoff_ms=cleaner_backoff_ms,
         )
-        if scheduler:
-            self._thread = threading.Thread(
-                target=self._run_scheduler, name="logstore-scheduler", daemon=True
-            )
-            self._thread.start()
-
-    # -- opening -----------------------------------------------------------
-
-    def _acquire_directory_lock(self) -> int:
-        path = os.path.join(self.data_dir, ".lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LogstoreError(
-                f"{self.data_dir} is in use by another process; stop it, or open a different data directory"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        return fd
+            os.makedirs(os.path.join(self.data_dir, TOPIC_CONFIGS), exist_ok=True)
+            self._read_topics()
+            configs = {
+                (topic, partition): self._topic_configs[topic]
+                for topic, count in self._partition_counts.items()
+                for partition in range(count)
+            }
+            self.log_manager.load(configs, start_scheduler=scheduler)
+        except BaseException:
+            self.log_manager.abandon()
+            raise
 
-    def _release_directory_lock(self) -> None:
-        with contextlib.suppress(OSError):
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-
-    def _write_meta(self) -> None:
-        path = os.path.join(self.data_dir, "meta.properties")
-        if not os.path.exists(path):
-            _write_properties(path, {"version": 1})
-
-    def _remove_deleted_topics(self) -> None:
-        for name in os.listdir(self.data_dir):
-            if name.endswith("-delete"):
-                shutil.rmtree(os.path.join(self.data_dir, name), ignore_errors=True)
-
-    def _open_logs(self) -> None:
-        marker = os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE)
-        clean = os.path.exists(marker)
-        recovery = read_offsets(os.path.join(self.data_dir, RECOVERY_POINT_FILE))
-        starts = read_offsets(os.path.join(self.data_dir, LOG_START_FILE))
+    def _read_topics(self) -> None:
         for name in sorted(os.listdir(os.path.join(self.data_dir, TOPIC_CONFIGS))):
-            if name.endswith(".properties"):
-                props = _read_properties(os.path.join(self.data_dir, TOPIC_CONFIGS, name))
-                topic = topic_name(name)
-                partitions = int(props.pop("partitions", "1"))
-                topic_id = props.pop("topic.id", None)
-                self._topic_ids[topic] = uuid.UUID(topic_id) if topic_id else uuid.uuid4()
-                self._topics_by_id[self._topic_ids[topic]] = topic
-                self._topic_configs[topic] = LogConfig.from_dict(props, defaults=self.defaults)
-                self._partition_counts[topic] = partitions
-                if topic_id is None:  # written before topic IDs: keep the one given now
-                    self._persist_topic(topic, partitions)
-                for partition in range(partitions):
-                    key = (topic, partition)
-                    self._logs[key] = Log(
-                        self._log_path(topic, partition),
-                        self._topic_configs[topic],
-                        recovery_point=recovery.get(key, 0),
-                        log_start_offset=starts.get(key, 0),
-                        clean_shutdown=clean,
-                    )
-        if clean:
-            os.unlink(marker)
-            fsync_directory(self.data_dir)
-
-    def _log_path(self, topic: str, partition: int) -> str:
-        return os.path.join(self.data_dir, f"{topic}-{partition}")
+            if not name.endswith(".properties"):
+                continue
+            props = _read_properties(os.path.join(self.data_dir, TOPIC_CONFIGS, name))
+            topic = topic_name(name)
+            partitions = int(props.pop("partitions", "1"))
+            topic_id = props.pop("topic.id", None)
+            self._topic_ids[topic] = uuid.UUID(topic_id) if topic_id else uuid.uuid4()
+            self._topics_by_id[self._topic_ids[topic]] = topic
+            self._topic_configs[topic] = LogConfig.from_dict(props, defaults=self.defaults)
+            self._partition_counts[topic] = partitions
+            if topic_id is None:  # written before topic IDs: keep the one given now
+                self._persist_topic(topic, partitions)
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise LogstoreError(f"the store at {self.data_dir} is closed; open a new Store")
+        self.log_manager.check_open()
 
     # -- topics ------------------------------------------------------------
 
@@ -221,23 +153,17 @@ class Store:
             if name in self._topic_configs:
                 raise TopicExistsError(f"topic {name!r} already exists")
             topic_id = uuid.uuid4()
-            logs: dict[tuple[str, int], Log] = {}
+            keys = {(name, partition): topic_config for partition in range(partitions)}
+            self.log_manager.create_logs(keys)
             try:  # the topic is known only once every log is open and its file written
-                for partition in range(partitions):
-                    logs[(name, partition)] = Log(
-                        self._log_path(name, partition), topic_config, recovery_point=0, clean_shutdown=True
-                    )
                 self._write_topic_file(name, partitions, topic_id, topic_config)
             except BaseException:
-                for log in logs.values():
-                    log.close()
-                    shutil.rmtree(log.path, ignore_errors=True)
+                self.log_manager.delete_logs(list(keys))
                 raise
             self._topic_configs[name] = topic_config
             self._topic_ids[name] = topic_id
             self._topics_by_id[topic_id] = name
             self._partition_counts[name] = partitions
-            self._logs.update(logs)
             fsync_directory(self.data_dir)
             self._topic_changed(name)
 
@@ -255,14 +181,9 @@ class Store:
             current = self.partitions(name)
             if total <= current:
                 raise InvalidArgumentError(f"topic {name!r} has {current} partitions; ask for more than that")
-            for partition in range(current, total):
-                self._logs[(name, partition)] = Log(
-                    self._log_path(name, partition),
-                    self._topic_configs[name],
-                    recovery_point=0,
-                    clean_shutdown=True,
-                )
-                self._partition_counts[name] = partition + 1
+            config = self._topic_configs[name]
+            self.log_manager.create_logs({(name, partition): config for partition in range(current, total)})
+            self._partition_counts[name] = total
             self._persist_topic(name, total)
             self._topic_changed(name)
 
@@ -285,9 +206,7 @@ class Store:
 
     def _install_config(self, name: str, new: LogConfig) -> LogConfig:
         self._topic_configs[name] = new
-        for (topic, _), log in self._logs.items():
-            if topic == name:
-                log.config = new
+        self.log_manager.set_config(name, new)
         self._persist_topic(name, self.partitions(name))
         self._topic_changed(name)
         return new
@@ -307,14 +226,8 @@ class Store:
             os.unlink(os.path.join(self.data_dir, TOPIC_CONFIGS, f"{name}.properties"))
             del self._topic_configs[name]
             del self._topics_by_id[self._topic_ids.pop(name)]
-            del self._partition_counts[name]
-            for key in [k for k in self._logs if k[0] == name]:
-                log = self._logs.pop(key)
-                log.close()
-                doomed = f"{log.path}.{uuid.uuid4().hex}-delete"
-                os.replace(log.path, doomed)
-                shutil.rmtree(doomed, ignore_errors=True)
-            fsync_directory(self.data_dir)
+            count = self._partition_counts.pop(name)
+            self.log_manager.delete_logs([(name, partition) for partition in range(count)])
             self._topic_changed(name)
 
     def add_topic_listener(self, listener: Callable[[str], None]) -> list[str]:
@@ -358,60 +271,35 @@ class Store:
             raise UnknownTopicError(f"unknown topic {topic!r}")
         return self._partition_counts[topic]
 
+    # -- logs (the LogManager's) ---------------------------------------------
+
     def find_log(self, topic: str, partition: int) -> Log | None:
         """The Log of one partition, or None if the topic or partition does not exist. O(1)."""
-        self._check_open()
-        return self._logs.get((topic, partition))
+        return self.log_manager.find_log(topic, partition)
 
     def log(self, topic: str, partition: int = 0) -> Log:
         """The Log of one partition."""
-        self._check_open()
-        try:
-            return self._logs[(topic, partition)]
-        except KeyError:
+        found = self.log_manager.find_log(topic, partition)
+        if found is None:
             raise UnknownTopicError(
                 f"no partition {partition} of topic {topic!r}; create the topic (or add partitions) first"
-            ) from None
+            )
+        return found
 
     def logs(self) -> dict[tuple[str, int], Log]:
-        return dict(self._logs)
-
-    # -- background work ---------------------------------------------------
+        return self.log_manager.logs()
 
     def checkpoint(self) -> None:
         """Write the recovery point, log start and high watermark checkpoints (one caller at a time)."""
-        with self._checkpoint_lock:
-            self._write_checkpoints()
-
-    def _write_checkpoints(self) -> None:
-        logs = self.logs()
-        live = {key: log for key, log in logs.items() if not log.closed}
-        write_offsets(
-            os.path.join(self.data_dir, RECOVERY_POINT_FILE),
-            {k: log.recovery_point for k, log in live.items()},
-        )
-        write_offsets(
-            os.path.join(self.data_dir, LOG_START_FILE), {k: log.log_start_offset for k, log in live.items()}
-        )
-        write_offsets(
-            os.path.join(self.data_dir, REPLICATION_FILE), {k: log.high_watermark for k, log in live.items()}
-        )
+        self.log_manager.checkpoint()
 
     def run_retention(self) -> int:
         """Apply retention to every log now; returns segments deleted."""
-        return sum(log.delete_old_segments() for log in self.logs().values() if not log.closed)
+        return self.log_manager.run_retention()
 
     def run_cleaner(self, now_ms: int | None = None) -> dict[tuple[str, int], CleanResult]:
         """Compact every log that is due now (the scheduler's call); their results."""
-        results = {}
-        for key, log in sorted(self.logs().items()):
-            try:
-                if self._cleaner.needs_cleaning(log, now_ms):
-                    results[key] = self._cleaner.clean(log, now_ms)
-            except (LogstoreError, OSError) as exc:  # one damaged, closing or full log must not stop the rest
-                if not log.closed:
-                    _log.warning("compacting %s-%d failed: %s", key[0], key[1], exc)
-        return results
+        return self.log_manager.run_cleaner(now_ms)
 
     def compact_now(self, topic: str | None = None) -> dict[tuple[str, int], CleanResult]:
         """Compact now, whatever the dirty ratio, every partition (of ``topic``) whose policy includes compact.
@@ -421,62 +309,16 @@ class Store:
         """
         if topic is not None:
             self.topic_config(topic)  # unknown topic: UnknownTopicError
-        results = {}
-        for (name, partition), log in sorted(self.logs().items()):
-            if (topic is None or name == topic) and "compact" in log.config.cleanup_policy:
-                self._check_open()
-                with terminal_progress(f"compacting {name}-{partition}") as progress:
-                    results[(name, partition)] = self._cleaner.clean(log, progress=progress)
-        return results
-
-    def _run_scheduler(self) -> None:
-        tick, retention_every, checkpoint_every, cleaner_every = self._intervals
-        last_retention = last_checkpoint = last_clean = time.monotonic()
-        while not self._stop.wait(tick / 1000):
-            try:
-                for log in self.logs().values():
-                    if not log.closed:
-                        log.flush_if_due()
-                now = time.monotonic()
-                # Each step's clock moves before it runs: a step that fails waits for its next turn.
-                if (now - last_retention) * 1000 >= retention_every:
-                    last_retention = now
-                    self.run_retention()
-                if (now - last_clean) * 1000 >= cleaner_every:
-                    last_clean = now
-                    self.run_cleaner()
-                if (now - last_checkpoint) * 1000 >= checkpoint_every:
-                    last_checkpoint = now
-                    self.checkpoint()
-            except LogstoreError:
-                continue  # a log closed under us (topic deleted): the next tick sees the new set
-            except OSError:
-                # Disk full, I/O error: say so and keep the scheduler alive; the
-                # next tick retries, and appends report the error to their callers.
-                _log.exception(
-                    "background flush, retention, cleaning or checkpoint failed in %s", self.data_dir
-                )
+        return self.log_manager.compact_now(
+            lambda key, log: (topic is None or key[0] == topic) and "compact" in log.config.cleanup_policy
+        )
 
     # -- closing -----------------------------------------------------------
 
     def close(self) -> None:
         """Stop the scheduler, flush and close every log, checkpoint, mark a clean shutdown."""
         with self._lock:
-            if self._closed:
-                return
-            if self._thread is not None:
-                self._stop.set()
-                self._thread.join()
-            for log in self._logs.values():
-                log.flush()
-            self.checkpoint()
-            for log in self._logs.values():
-                log.close()
-            with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "wb") as f:
-                os.fsync(f.fileno())
-            fsync_directory(self.data_dir)
-            self._closed = True
-            self._release_directory_lock()
+            self.log_manager.close()
 
     def __enter__(self) -> Store:
         return self

@@ -247,9 +247,9 @@ def test_a_topic_whose_logs_cannot_all_open_is_not_created(
     tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Nothing of a half-made topic is left: not in the Store, not on disk; a retry works."""
-    from logstore.storage import manager
+    from logstore.storage import log_manager  # where the logs are opened
 
-    real_log = manager.Log
+    real_log = log_manager.Log
     opened: list[str] = []
 
     def failing_second(path: str, *args: object, **kwargs: object) -> object:
@@ -260,14 +260,14 @@ def test_a_topic_whose_logs_cannot_all_open_is_not_created(
 
     root = os.fspath(tmp_path)
     with Store(root) as store:
-        monkeypatch.setattr(manager, "Log", failing_second)
+        monkeypatch.setattr(log_manager, "Log", failing_second)
         with pytest.raises(OSError):
             store.create_topic("half", 3)
         assert not store.has_topic("half") and store.partition_count("half") is None
         assert store.find_log("half", 0) is None
         assert not any(name.startswith("half") for name in os.listdir(root))
         assert "half.properties" not in os.listdir(os.path.join(root, "topic-configs"))
-        monkeypatch.setattr(manager, "Log", real_log)
+        monkeypatch.setattr(log_manager, "Log", real_log)
         store.create_topic("half", 3)
         assert store.partitions("half") == 3 and opened[:2] == [
             os.path.join(root, "half-0"),
