@@ -65,7 +65,9 @@ def broker(
     after a kill -9 the next start recovers the logs. Config keys are Kafka's
     (broker.id, advertised.listeners, num.partitions, auto.create.topics.enable,
     log.retention.ms, log.segment.bytes, message.max.bytes,
-    socket.request.max.bytes, ...).
+    socket.request.max.bytes, ...). With zookeeper.connect (host:port[/chroot]) it
+    joins that cluster (broker.id unique per broker, broker.rack optional; see
+    docs/cluster.md for what a cluster does today).
     """
     from logstore.broker.config import BrokerConfig
     from logstore.broker.run import run
@@ -73,7 +75,12 @@ def broker(
     extra = {"listeners": listeners} if listeners else {}
     try:
         config = BrokerConfig.load(config_file, overrides, extra)
-        run(config, data_dir, event_loop)
+        if config.zookeeper_connect:
+            from logstore.cluster.zk_broker import join
+
+            run(config, data_dir, event_loop, join)
+        else:
+            run(config, data_dir, event_loop)
     except LogstoreError as e:
         raise click.ClickException(str(e)) from None
 

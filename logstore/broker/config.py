@@ -53,6 +53,12 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "offsets.retention.minutes": ("int", 10_080, 1),
     "offsets.retention.check.interval.ms": ("long", 600_000, 1),
     "offset.metadata.max.bytes": ("int", 4096, 0),
+    # The cluster (docs/cluster.md): without zookeeper.connect the broker runs alone.
+    "zookeeper.connect": ("string", None, None),
+    "zookeeper.session.timeout.ms": ("int", 18_000, 1),
+    "zookeeper.connection.timeout.ms": ("int", None, 1),  # Kafka: the session timeout
+    "broker.rack": ("string", None, None),
+    "unclean.leader.election.enable": ("boolean", False, None),
 }
 
 # Broker log.* keys -> the topic key they default, with a unit factor.

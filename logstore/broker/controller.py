@@ -39,6 +39,37 @@ class TopicController(Protocol):
     def set_topic_overrides(self, name: str, config: Mapping[str, Any]) -> LogConfig: ...
 
 
+class ClusterLink(TopicController, Protocol):
+    """A broker's membership of a cluster (a ZkBroker): topic changes, and leaving."""
+
+    def close(self) -> None: ...
+
+
+class NotJoined:
+    """The controller of a cluster broker before it has joined: every change is refused."""
+
+    @property
+    def defaults(self) -> Mapping[str, Any]:
+        return {}
+
+    def _refuse(self) -> LogConfig:
+        from logstore.errors import LogstoreError
+
+        raise LogstoreError("this broker has not joined its cluster yet; retry in a moment")
+
+    def create_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> None:
+        self._refuse()
+
+    def delete_topic(self, name: str) -> None:
+        self._refuse()
+
+    def add_partitions(self, name: str, total: int) -> None:
+        self._refuse()
+
+    def set_topic_overrides(self, name: str, config: Mapping[str, Any]) -> LogConfig:
+        return self._refuse()
+
+
 class LocalController:
     """The controller of a single broker: every change made in its own Store (see the module doc)."""
 

@@ -44,7 +44,7 @@ from logstore.errors import LogstoreError, UnknownTopicError
 from logstore.protocol.errors import error_for
 from logstore.records.batch import RecordBatch
 from logstore.storage.log import Log, ReadResult
-from logstore.storage.manager import Store
+from logstore.storage.log_manager import LogManager
 
 _log = logging.getLogger("logstore.broker")
 _MAX_TIMESTAMP_AT = 35
@@ -87,9 +87,12 @@ class PartitionRead:
 class ReplicaManager:
     """This broker's partitions: appends, reads and the fetch purgatory (see the module doc)."""
 
-    def __init__(self, store: Store, metadata: MetadataCache, producer_id_expiration_ms: int) -> None:
-        self.store = store
+    def __init__(
+        self, logs: LogManager, metadata: MetadataCache, node_id: int, producer_id_expiration_ms: int
+    ) -> None:
+        self.logs_by_partition = logs
         self.metadata = metadata
+        self.node_id = node_id
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.purgatory = Purgatory()
         self._partitions: dict[tuple[str, int], Partition] = {}
@@ -97,8 +100,8 @@ class ReplicaManager:
     # -- partitions ----------------------------------------------------------
 
     def partition(self, topic: str, index: int) -> Partition | None:
-        """The partition if this broker holds it, else None. O(1)."""
-        log = self.store.find_log(topic, index)
+        """The partition if this broker holds its log, else None. O(1)."""
+        log = self.logs_by_partition.find_log(topic, index)
         if log is None:
             return None
         found = self._partitions.get((topic, index))
@@ -107,16 +110,26 @@ class ReplicaManager:
             if state is not None:
                 found.state = state
             return found
-        if state is None:  # the Store has it, the cache not yet (a topic made this instant)
+        if state is None:  # the log is here, the cache not yet (a topic made this instant)
             return None
         made = Partition(topic, index, log, state, self.producer_id_expiration_ms)
         self._partitions[(topic, index)] = made
         return made
 
-    def find_log(self, topic: str, index: int) -> Log | None:
-        """The partition's Log, or None if this broker holds no such partition. O(1)."""
+    def leader_partition(self, topic: str, index: int) -> Partition | ErrorCode:
+        """The partition if this broker leads it; else UNKNOWN_TOPIC_OR_PARTITION (no such
+        partition) or NOT_LEADER_OR_FOLLOWER (another broker leads it, or none does). O(1)."""
         partition = self.partition(topic, index)
-        return None if partition is None else partition.log
+        if partition is not None and partition.state.leader == self.node_id:
+            return partition
+        if self.metadata.partition_state(topic, index) is not None:
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
+
+    def find_log(self, topic: str, index: int) -> Log | None:
+        """The partition's Log if this broker leads it, else None. O(1)."""
+        partition = self.leader_partition(topic, index)
+        return partition.log if isinstance(partition, Partition) else None
 
     def log(self, topic: str, index: int) -> Log:
         """The partition's Log; UnknownTopicError if this broker holds no such partition. O(1)."""
@@ -131,7 +144,7 @@ class ReplicaManager:
 
     def logs(self) -> dict[tuple[str, int], Log]:
         """Every partition's Log (DescribeLogDirs). O(P)."""
-        return self.store.logs()
+        return self.logs_by_partition.logs()
 
     def forget_topic(self, name: str) -> None:
         """Drop the partitions of a deleted topic (their producer state goes with them). O(P)."""
@@ -144,9 +157,9 @@ class ReplicaManager:
         self, topic: str, index: int, records: bytes | memoryview | None, acks: int
     ) -> AppendResult:
         """Validate and append one partition's batch (see the module doc); wakes its fetches."""
-        partition = self.partition(topic, index)
-        if partition is None:
-            return AppendResult(ErrorCode.unknown_topic_or_partition)
+        partition = self.leader_partition(topic, index)
+        if not isinstance(partition, Partition):
+            return AppendResult(partition)
         log = partition.log
         checked = _check_batch(partition, records, acks)
         if isinstance(checked, AppendResult):
@@ -193,9 +206,9 @@ class ReplicaManager:
     def read(self, topic: str, index: int, offset: int, limit: int, first: bool, upto: str) -> PartitionRead:
         """Up to ``limit`` bytes of whole batches from ``offset`` (at least one batch when
         ``first``: Kafka's rule that a fetch makes progress), up to the HW or the log end."""
-        partition = self.partition(topic, index)
-        if partition is None:
-            return PartitionRead(index, ErrorCode.unknown_topic_or_partition)
+        partition = self.leader_partition(topic, index)
+        if not isinstance(partition, Partition):
+            return PartitionRead(index, partition)
         log = partition.log
         result = PartitionRead(index, ErrorCode.none)
         result.high_watermark = log.high_watermark

@@ -7,9 +7,14 @@ import gc
 import logging
 import signal
 import sys
+from collections.abc import Callable
 
 from logstore.broker.config import BrokerConfig
+from logstore.broker.controller import ClusterLink
 from logstore.broker.server import Broker
+from logstore.errors import LogstoreError
+
+Join = Callable[[Broker, tuple[str, int]], ClusterLink]
 
 _log = logging.getLogger("logstore.broker")
 
@@ -27,8 +32,8 @@ def _loop_factory(choice: str) -> type[asyncio.AbstractEventLoop] | None:
     return loop_class
 
 
-async def serve(config: BrokerConfig, data_dir: str | None) -> None:
-    broker = Broker(config, data_dir=data_dir)
+async def serve(config: BrokerConfig, data_dir: str | None, join: Join | None = None) -> None:
+    broker = Broker(config, data_dir=data_dir, join=join)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -40,6 +45,9 @@ async def serve(config: BrokerConfig, data_dir: str | None) -> None:
         raise SystemExit(
             f"cannot listen on {config.values['listeners']}: {e.strerror}; pick another port"
         ) from None
+    except LogstoreError as e:  # joining a cluster: ZooKeeper down, a duplicate broker.id, ...
+        await broker.close()
+        raise SystemExit(f"broker {broker.node_id} cannot start: {e}") from None
     for host, port in broker.bound:
         print(
             f"logstore broker {broker.node_id} listening on PLAINTEXT://{host}:{port} (data: {broker.data_dir})",
@@ -75,7 +83,10 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def run(config: BrokerConfig, data_dir: str | None = None, event_loop: str = "auto") -> None:
+def run(
+    config: BrokerConfig, data_dir: str | None = None, event_loop: str = "auto", join: Join | None = None
+) -> None:
+    """Run a broker until SIGTERM or Ctrl-C; ``join``: how it joins a cluster (``zookeeper.connect``)."""
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
@@ -83,7 +94,7 @@ def run(config: BrokerConfig, data_dir: str | None = None, event_loop: str = "au
     )
     factory = _loop_factory(event_loop)
     if factory is None:
-        asyncio.run(serve(config, data_dir))
+        asyncio.run(serve(config, data_dir, join))
     else:
         with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(serve(config, data_dir))
+            runner.run(serve(config, data_dir, join))

@@ -19,15 +19,17 @@ import os
 import time
 import typing
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from logstore.broker.apis import registry
 from logstore.broker.config import BrokerConfig
-from logstore.broker.controller import LocalController, TopicController
+from logstore.broker.controller import ClusterLink, LocalController, NotJoined, TopicController
 from logstore.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from logstore.broker.producers import ProducerIds
 from logstore.broker.replica_manager import ReplicaManager
+from logstore.errors import InvalidConfigError
 from logstore.protocol import (
     API_VERSIONS_KEY,
     HEADER,
@@ -41,6 +43,7 @@ from logstore.protocol import (
 )
 from logstore.protocol.framing import Frame, FrameReader, FrameSizeError
 from logstore.storage.checkpoints import write_atomically
+from logstore.storage.log_manager import LogManager
 from logstore.storage.manager import Store
 
 if typing.TYPE_CHECKING:
@@ -264,25 +267,47 @@ class Broker:
     True
     """
 
-    def __init__(self, config: BrokerConfig, data_dir: str | None = None, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        data_dir: str | None = None,
+        store: Store | None = None,
+        join: Callable[[Broker, tuple[str, int]], ClusterLink] | None = None,
+    ) -> None:
+        """``join``: how to join a cluster when ``zookeeper.connect`` is set (the cluster layer's
+        :func:`logstore.cluster.zk_broker.join`; the broker layer does not import it)."""
         self.config = config
         self.node_id = config.node_id
         self.data_dir = os.path.abspath(data_dir or config.data_dir)
         self.owns_store = store is None  # a Store handed in is its owner's to close
-        self.store = store or Store(
-            self.data_dir,
-            config.log_defaults(),
-            scheduler_interval_ms=config.log_flush_scheduler_interval_ms,
-            retention_check_interval_ms=config.log_retention_check_interval_ms,
-            checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
-        )
+        os.makedirs(self.data_dir, exist_ok=True)
         self.cluster_id = config.cluster_id or self._load_cluster_id()
+        self.metadata = MetadataCache(self.cluster_id)
         # Kafka's shape: handlers read the MetadataCache, append and read through the
         # ReplicaManager, and send topic changes to the controller; none touches the Store.
-        self.metadata = MetadataCache(self.cluster_id)
-        self.metadata.track_store(self.store, self.node_id)
-        self.replica_manager = ReplicaManager(self.store, self.metadata, config.producer_id_expiration_ms)
-        self.controller: TopicController = LocalController(self.store)
+        # Alone, the Store's topics feed the cache and a LocalController changes them; in a
+        # ZooKeeper cluster (zookeeper.connect) the ZkBroker does both, at start().
+        self.store: Store | None = None
+        self.cluster_link: ClusterLink | None = None
+        self._join = join
+        intervals = {
+            "scheduler_interval_ms": config.log_flush_scheduler_interval_ms,
+            "retention_check_interval_ms": config.log_retention_check_interval_ms,
+            "checkpoint_interval_ms": config.log_flush_offset_checkpoint_interval_ms,
+        }
+        if config.zookeeper_connect:
+            if store is not None:
+                raise InvalidConfigError("zookeeper.connect: an embedded broker runs alone; run `logstore broker`")
+            self.log_manager = LogManager(self.data_dir, **intervals)
+            self.controller: TopicController = NotJoined()
+        else:
+            self.store = store or Store(self.data_dir, config.log_defaults(), **intervals)
+            self.log_manager = self.store.log_manager
+            self.metadata.track_store(self.store, self.node_id)
+            self.controller = LocalController(self.store)
+        self.replica_manager = ReplicaManager(
+            self.log_manager, self.metadata, self.node_id, config.producer_id_expiration_ms
+        )
         self.producer_ids = ProducerIds(self.data_dir)
         self.connections: set[Connection] = set()
         self.bound: list[tuple[str, int]] = []
@@ -311,22 +336,40 @@ class Broker:
     # -- lifecycle -----------------------------------------------------------
 
     async def start(self, listen: bool = True) -> None:
-        """Start the group coordinator and, when ``listen``, the listeners (the embedded broker has none)."""
+        """Join the cluster (with ``zookeeper.connect``), start the group coordinator (alone)
+        and, when ``listen``, the listeners (the embedded broker has none)."""
         loop = asyncio.get_running_loop()
         from logstore.broker.groups import start_coordinator
 
-        self.coordinator = start_coordinator(self)
         for _, host, port in self.config.listeners if listen else ():
             server = await loop.create_server(
-                lambda: Connection(self), host, port, reuse_address=True, backlog=1024
+                lambda: Connection(self), host, port, reuse_address=True, backlog=1024, start_serving=False
             )
             self._servers.append(server)
             for sock in server.sockets:
                 address = sock.getsockname()
                 self.bound.append((address[0], address[1]))
         host, port = self.advertised
-        self.metadata.set_brokers([BrokerEndpoint(self.node_id, host, port, None)])
+        if self.config.zookeeper_connect:
+            await loop.run_in_executor(None, self._join_cluster, (host, port))
+        else:
+            self.metadata.set_brokers([BrokerEndpoint(self.node_id, host, port, self.config.broker_rack)])
+            # Consumer groups in a cluster need the coordinator to follow __consumer_offsets'
+            # leaders: not built yet (docs/cluster.md); alone, this broker leads them all.
+            self.coordinator = start_coordinator(self)
+        for listening in self._servers:
+            await listening.start_serving()
         self._reaper = loop.create_task(self._reap_idle())
+
+    def _join_cluster(self, endpoint: tuple[str, int]) -> None:
+        if self._join is None:
+            raise InvalidConfigError(
+                "zookeeper.connect is set but this broker was built without a way to join a cluster; "
+                "run it with `logstore broker`"
+            )
+        link = self._join(self, endpoint)
+        self.cluster_link = link
+        self.controller = link
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -357,7 +400,11 @@ class Broker:
                 await asyncio.wait_for(server.wait_closed(), 5)
         if self.offsets_appender is not None:
             self.offsets_appender.flush()  # commits staged in the last pass
-        if self.owns_store:
+        if self.cluster_link is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.cluster_link.close)
+        if self.store is None:
+            self.log_manager.close()
+        elif self.owns_store:
             self.store.close()
 
     async def _reap_idle(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -18,8 +19,9 @@ _log = logging.getLogger("logstore.broker")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-def topic_error(broker: Broker, name: str | None, auto_create: bool) -> ErrorCode:
-    """NONE if the topic exists (creating it when allowed), else why not."""
+async def topic_error(broker: Broker, name: str | None, auto_create: bool) -> ErrorCode:
+    """NONE if the topic exists (creating it when allowed, off the event loop: in a cluster the
+    controller's answer is awaited), else why not."""
     if name is None:
         return ErrorCode.invalid_topic_exception
     if broker.metadata.has_topic(name):
@@ -31,7 +33,9 @@ def topic_error(broker: Broker, name: str | None, auto_create: bool) -> ErrorCod
     if not (auto_create and broker.config.auto_create_topics_enable) or name in INTERNAL_TOPICS:
         return ErrorCode.unknown_topic_or_partition
     try:
-        broker.controller.create_topic(name, broker.config.num_partitions, {})
+        await asyncio.get_running_loop().run_in_executor(
+            None, broker.controller.create_topic, name, broker.config.num_partitions, {}
+        )
         _log.info("auto-created topic %s with %d partitions", name, broker.config.num_partitions)
     except TopicExistsError:
         pass

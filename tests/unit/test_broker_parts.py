@@ -53,7 +53,9 @@ def test_config_rejects_bad_values_and_reports_unused_keys() -> None:
         BrokerConfig.from_dict({"log.segment.bytes": "-5"})
     with pytest.raises(InvalidConfigError, match="SSL"):
         BrokerConfig.from_dict({"listeners": "SSL://127.0.0.1:9093"})
-    assert BrokerConfig.from_dict({"zookeeper.connect": "x:2181"}).ignored == ["zookeeper.connect"]
+    assert BrokerConfig.from_dict({"zookeeper.set.acl": "true"}).ignored == ["zookeeper.set.acl"]
+    used = BrokerConfig.from_dict({"zookeeper.connect": "127.0.0.1:2181/k", "broker.rack": "r1"})
+    assert used.ignored == [] and used.zookeeper_connect == "127.0.0.1:2181/k" and used.broker_rack == "r1"
 
 
 def test_config_file_and_overrides(tmp_path: object) -> None:

@@ -36,7 +36,7 @@ def store(tmp_path: pathlib.Path) -> Store:
 def replicas_for(store: Store) -> tuple[MetadataCache, ReplicaManager]:
     cache = MetadataCache("cluster")
     cache.track_store(store, NODE)
-    return cache, ReplicaManager(store, cache, 60_000)
+    return cache, ReplicaManager(store.log_manager, cache, NODE, 60_000)
 
 
 # -- MetadataCache ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ used: creation is done when the response is sent. kio starts at v2.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections import Counter
@@ -108,11 +109,18 @@ def _partition_count(broker: Broker, topic: Any) -> int:
         if topic.replication_factor == -1
         else topic.replication_factor
     )
-    if factor > 1:
+    live = max(len(broker.metadata.brokers()), 1)
+    if factor > live:
         raise Refused(
             ErrorCode.invalid_replication_factor,
             f"Unable to replicate the partition {factor} time(s): The target replication factor of "
-            f"{factor} cannot be reached because only 1 broker(s) are registered.",
+            f"{factor} cannot be reached because only {live} broker(s) are registered.",
+        )
+    if factor > 1:
+        raise Refused(
+            ErrorCode.invalid_replication_factor,
+            f"replication factor {factor}: this cluster does not replicate partitions yet "
+            "(docs/cluster.md); use 1",
         )
     return int(broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions)
 
@@ -182,7 +190,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         fields: dict[str, Any] = {"topic_id": _ZERO_UUID, "configs": ()}
         try:
-            partitions, config, topic_id = _create(ctx.broker, topic, request.validate_only)
+            partitions, config, topic_id = await asyncio.get_running_loop().run_in_executor(
+                None, _create, ctx.broker, topic, request.validate_only
+            )  # off the event loop: files and fsyncs alone, the controller's answer in a cluster
         except Refused as e:
             fields.update(error_code=e.error, error_message=e.message)
         else:

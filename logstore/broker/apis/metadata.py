@@ -12,7 +12,6 @@ asked for by ID.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -103,11 +102,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             elif name is None and topic_id is not None:
                 error = ErrorCode.unknown_topic_id
             else:
-                existed = name is not None and broker.metadata.has_topic(name)
-                error = topic_error(broker, name, auto_create)
-                if not existed:
-                    # Auto-creation fsyncs; let other connections in between topics.
-                    await asyncio.sleep(0)
+                error = await topic_error(broker, name, auto_create)
             topics.append(topic_metadata(ctx, module, name, error, topic_id, operations))
     return build(
         module.MetadataResponse,

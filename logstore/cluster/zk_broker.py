@@ -1,0 +1,401 @@
+"""A broker's part in a ZooKeeper cluster (the ZooKeeper half of Kafka's ``KafkaServer``).
+
+With ``zookeeper.connect`` set, a broker at start:
+
+1. connects to ZooKeeper (retrying with backoff; a clear error after
+   ``zookeeper.connection.timeout.ms``), takes the cluster's id from
+   ``/cluster/id`` (making it from its own if it is the first), and registers
+   ``/brokers/ids/<broker.id>`` (ephemeral; a duplicate id is refused);
+2. runs for controller (:class:`~logstore.cluster.controller.ZkController`),
+   and again whenever ``/controller`` goes;
+3. watches ``/brokers/ids``, ``/brokers/topics``, each topic's assignment and
+   each partition's state, and from them keeps its MetadataCache whole
+   (brokers, topics, leaders, epochs, ISR) and its logs: it creates the log of
+   every replica assigned to it and deletes the logs of topics that are gone.
+
+Brokers learn of the controller's decisions by these watches, not by
+LeaderAndIsr and UpdateMetadata requests (docs/cluster.md). The active
+controller, on the same watches, initializes the state of new partitions,
+elects leaders when brokers go, and deletes topics marked in
+``/admin/delete_topics``.
+
+Threads: ZooKeeper's watches only queue an event; one worker thread handles
+events in order (so the controller is single-threaded) and touches the
+MetadataCache (thread-safe) and the LogManager (thread-safe). Each event
+handler re-reads ZooKeeper, so a lost or merged event costs nothing but a
+later pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import NodeExistsError
+from kazoo.protocol.states import KazooState
+
+from logstore.broker.metadata_cache import (
+    NO_LEADER,
+    BrokerEndpoint,
+    MetadataCache,
+    PartitionState,
+    TopicMetadata,
+)
+from logstore.cluster.assignment import assign_replicas
+from logstore.cluster.controller import ControllerMovedError, ZkController
+from logstore.cluster.zk import (
+    BROKER_IDS,
+    BROKER_TOPICS,
+    CONFIG_TOPICS,
+    CONTROLLER,
+    DELETE_TOPICS,
+    BrokerRegistration,
+    KafkaZkClient,
+    TopicAssignment,
+    ZkError,
+)
+from logstore.errors import InvalidArgumentError, TopicExistsError, UnknownTopicError
+from logstore.storage.config import LogConfig
+from logstore.storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from logstore.broker.server import Broker
+
+_log = logging.getLogger("logstore.cluster")
+
+_STOP = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """What the link needs of the broker's config (Kafka's key names, as attributes)."""
+
+    zookeeper_connect: str
+    zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int = 18_000
+    broker_rack: str | None = None
+    unclean_leader_election_enable: bool = False
+
+    @classmethod
+    def of(cls, config: Any) -> ClusterSettings:
+        """From a BrokerConfig (``zookeeper.connection.timeout.ms`` defaults to the session's)."""
+        session = int(config.zookeeper_session_timeout_ms)
+        return cls(
+            str(config.zookeeper_connect),
+            session,
+            int(config.zookeeper_connection_timeout_ms or session),
+            config.broker_rack,
+            bool(config.unclean_leader_election_enable),
+        )
+
+
+def join(broker: Broker, endpoint: tuple[str, int]) -> ZkBroker:
+    """Join ``broker`` to the cluster of its ``zookeeper.connect`` (Broker's ``join``; see the module doc).
+
+    Runs off the event loop (ZooKeeper calls block). Sets the broker's cluster id.
+    """
+    link = ZkBroker(
+        broker.node_id,
+        endpoint,
+        ClusterSettings.of(broker.config),
+        broker.metadata,
+        broker.log_manager,
+        broker.config.log_defaults(),
+    )
+    broker.cluster_id = link.start(broker.cluster_id)
+    return link
+
+
+class ZkBroker:
+    """This broker in a ZooKeeper cluster (see the module doc)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        endpoint: tuple[str, int],
+        settings: ClusterSettings,
+        metadata: MetadataCache,
+        logs: LogManager,
+        defaults: Mapping[str, Any],
+    ) -> None:
+        self.node_id = node_id
+        self.endpoint = endpoint
+        self.settings = settings
+        self.metadata = metadata
+        self.logs = logs
+        self.defaults = dict(defaults)
+        self.zk = KafkaZkClient(
+            settings.zookeeper_connect,
+            session_timeout_ms=settings.zookeeper_session_timeout_ms,
+            connection_timeout_ms=settings.zookeeper_connection_timeout_ms,
+        )
+        self.controller = ZkController(
+            self.zk, node_id, unclean_leader_election=settings.unclean_leader_election_enable
+        )
+        self._events: queue.Queue[Any] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._watched_topics: set[str] = set()
+        self._watched_states: set[tuple[str, int]] = set()
+        self._closed = False
+        self.changed = threading.Condition()  # notified after each handled event (tests, create_topic)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def start(self, cluster_id: str) -> str:
+        """Join the cluster; returns its id (``cluster_id`` if this broker made it)."""
+        self.zk.start()
+        cluster = self.zk.get_or_create_cluster_id(cluster_id)
+        self._load_local_logs()
+        host, port = self.endpoint
+        self.zk.register_broker(
+            BrokerRegistration(self.node_id, (("PLAINTEXT", host, port),), self.settings.broker_rack)
+        )
+        self.metadata.cluster_id = cluster
+        self.zk.add_state_listener(self._on_session)
+        self._worker = threading.Thread(target=self._run, name=f"logstore-zk-{self.node_id}", daemon=True)
+        self._worker.start()
+        zk = self.zk.zk
+        zk.DataWatch(CONTROLLER, lambda *_: self._queue("controller"))
+        zk.ChildrenWatch(BROKER_IDS, lambda *_: self._queue("brokers"))
+        zk.ChildrenWatch(BROKER_TOPICS, lambda *_: self._queue("topics"))
+        zk.ChildrenWatch(DELETE_TOPICS, lambda *_: self._queue("deletions"))
+        self.wait_idle(30)
+        return cluster
+
+    def _load_local_logs(self) -> None:
+        """Open the logs on disk of replicas still assigned here; delete the rest (a topic
+        deleted, or a replica moved, while this broker was down)."""
+        configs: dict[tuple[str, int], LogConfig] = {}
+        stale: list[tuple[str, int]] = []
+        assignments: dict[str, TopicAssignment | None] = {}
+        for topic, partition in self.logs.log_dirs_on_disk():
+            if topic not in assignments:
+                assignments[topic] = self.zk.topic_assignment(topic)
+            found = assignments[topic]
+            if found is not None and self.node_id in found.partitions.get(partition, ()):
+                configs[(topic, partition)] = LogConfig.from_dict(self.zk.topic_config(topic), defaults=self.defaults)
+            else:
+                stale.append((topic, partition))
+                configs[(topic, partition)] = LogConfig.from_dict({}, defaults=self.defaults)
+        self.logs.load(configs)
+        if stale:
+            _log.info("deleting %d log(s) no longer assigned to broker %d: %s", len(stale), self.node_id, stale)
+            self.logs.delete_logs(stale)
+
+    def _on_session(self, state: KazooState) -> None:
+        if state == KazooState.LOST:
+            _log.warning(
+                "broker %d lost its ZooKeeper session; it re-registers on reconnection", self.node_id
+            )
+            self._queue("session")
+
+    def close(self) -> None:
+        """Leave the cluster: resign as controller, end the session (the registration goes)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._events.put(_STOP)
+        if self._worker is not None:
+            self._worker.join(30)
+        with contextlib.suppress(ZkError):
+            self.controller.resign()
+        self.zk.close()
+
+    def _queue(self, event: Any) -> None:
+        if not self._closed:
+            self._events.put(event)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until every queued event is handled (True), or ``timeout`` seconds (False)."""
+        done = threading.Event()
+        self._events.put(done)
+        return done.wait(timeout)
+
+    # -- the worker ----------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            event = self._events.get()
+            if event is _STOP:
+                return
+            if isinstance(event, threading.Event):
+                event.set()
+                continue
+            try:
+                self._handle(event)
+            except ControllerMovedError as e:
+                _log.warning("%s", e)
+            except Exception:  # one bad pass must not stop the broker's view of the cluster
+                _log.exception("broker %d: handling %r failed; the next change retries", self.node_id, event)
+            with self.changed:
+                self.changed.notify_all()
+
+    def _handle(self, event: Any) -> None:
+        if event == "session":
+            host, port = self.endpoint
+            self.zk.register_broker(
+                BrokerRegistration(self.node_id, (("PLAINTEXT", host, port),), self.settings.broker_rack)
+            )
+            event = "controller"
+        if event == "controller":
+            self.metadata.controller_id = self.zk.controller_id() or NO_LEADER
+            if self.metadata.controller_id == NO_LEADER or self.controller.active:
+                if self.controller.elect():
+                    self.metadata.controller_id = self.node_id
+                    self.controller.on_brokers_changed()
+                    self._delete_marked()
+                else:
+                    self.metadata.controller_id = self.zk.controller_id() or NO_LEADER
+        elif event == "brokers":
+            live = self.zk.live_brokers()
+            self.metadata.set_brokers(
+                BrokerEndpoint(b, reg.endpoints[0][1], reg.endpoints[0][2], reg.rack)
+                for b, reg in live.items()
+            )
+            if self.controller.active:
+                self.controller.on_brokers_changed()
+        elif event == "topics":
+            self._sync_topics()
+        elif event == "deletions":
+            if self.controller.active:
+                self._delete_marked()
+        elif isinstance(event, tuple) and event[0] == "topic":
+            self._sync_topic(event[1])
+
+    # -- topics --------------------------------------------------------------
+
+    def _sync_topics(self) -> None:
+        names = set(self.zk.topics())
+        for gone in sorted(set(self.metadata.topic_names()) - names):
+            self._forget(gone)
+        for name in sorted(names - self._watched_topics):
+            self._watched_topics.add(name)
+            for path in (f"{BROKER_TOPICS}/{name}", f"{CONFIG_TOPICS}/{name}"):
+                self.zk.zk.DataWatch(path, lambda *_, n=name: self._queue(("topic", n)))
+        if self.controller.active:
+            self.controller.on_brokers_changed()  # states for new partitions
+
+    def _forget(self, name: str) -> None:
+        self.metadata.remove_topic(name)
+        self._watched_topics.discard(name)
+        mine = [key for key in self.logs.logs() if key[0] == name]
+        if mine:
+            self.logs.delete_logs(mine)
+            _log.info("deleted the logs of topic %s (%d partitions)", name, len(mine))
+
+    def _sync_topic(self, name: str) -> None:
+        assignment = self.zk.topic_assignment(name)
+        if assignment is None:
+            self._forget(name)
+            return
+        config = LogConfig.from_dict(self.zk.topic_config(name), defaults=self.defaults)
+        states = []
+        for partition, replicas in sorted(assignment.partitions.items()):
+            if (name, partition) not in self._watched_states:
+                self._watched_states.add((name, partition))
+                self.zk.zk.DataWatch(
+                    f"{BROKER_TOPICS}/{name}/partitions/{partition}/state",
+                    lambda *_, n=name: self._queue(("topic", n)),
+                )
+            state = self.zk.partition_state(name, partition)
+            if state is None:
+                states.append(PartitionState(NO_LEADER, -1, replicas, ()))
+                continue
+            offline = tuple(b for b in replicas if self.metadata.broker(b) is None)
+            states.append(PartitionState(state.leader, state.leader_epoch, replicas, state.isr, offline))
+        self.metadata.put_topic(TopicMetadata(name, assignment.topic_id, config, tuple(states)))
+        missing = {
+            (name, p): config
+            for p, replicas in assignment.partitions.items()
+            if self.node_id in replicas and self.logs.find_log(name, p) is None
+        }
+        if missing:
+            self.logs.create_logs(missing)
+        self.logs.set_config(name, config)
+
+    def _delete_marked(self) -> None:
+        for name in self.zk.topics_to_delete():
+            self.zk.delete_topic_znodes(name)
+            _log.info("deleted topic %s", name)
+
+    # -- topic changes (any broker: written to ZooKeeper, acted on by the controller) ----------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        config: Mapping[str, Any],
+        replication_factor: int = 1,
+        assignment: Mapping[int, list[int]] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        """Write the topic's assignment and config; return once this broker's metadata has it
+        with a leader for each partition (or ``timeout`` s)."""
+        LogConfig.from_dict(dict(config), defaults=self.defaults)  # a bad config: refused before writing
+        if assignment is None:
+            racks = {b.node_id: b.rack for b in self.metadata.brokers()}
+            assignment = assign_replicas(racks, partitions, replication_factor)
+        made = TopicAssignment(uuid.uuid4(), {p: tuple(r) for p, r in assignment.items()})
+        try:
+            self.zk.create_topic(name, made, {k: str(v) for k, v in config.items()})
+        except NodeExistsError:
+            raise TopicExistsError(f"topic {name!r} already exists") from None
+        self._wait_for(lambda: self._ready(name, len(made.partitions)), timeout)
+
+    def _ready(self, name: str, partitions: int) -> bool:
+        topic = self.metadata.topic(name)
+        return (
+            topic is not None
+            and len(topic.partitions) == partitions
+            and all(p.leader != NO_LEADER for p in topic.partitions)
+        )
+
+    def _wait_for(self, ready: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while not ready():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.changed.wait(min(left, 0.5))
+
+    def delete_topic(self, name: str, timeout: float = 5.0) -> None:
+        """Mark ``name`` for deletion; return once it is gone from this broker's metadata."""
+        if self.zk.topic_assignment(name) is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        self.zk.mark_for_deletion(name)
+        self._wait_for(lambda: not self.metadata.has_topic(name), timeout)
+
+    def set_topic_overrides(self, name: str, config: Mapping[str, Any]) -> LogConfig:
+        """Make ``config`` the topic's overrides (in ``/config/topics``); every broker applies it."""
+        if self.zk.topic_assignment(name) is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        new = LogConfig.from_dict(dict(config), defaults=self.defaults)
+        self.zk.set_topic_config(name, {k: str(v) for k, v in config.items()})
+        self._wait_for(
+            lambda: not self.metadata.has_topic(name) or self.metadata.topic_config(name) == new, 10
+        )
+        return new
+
+    def add_partitions(self, name: str, total: int, timeout: float = 5.0) -> None:
+        """Grow ``name`` to ``total`` partitions, new replicas assigned as Kafka does."""
+        current = self.zk.topic_assignment(name)
+        if current is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        count = len(current.partitions)
+        if total <= count:
+            raise InvalidArgumentError(f"topic {name!r} has {count} partitions; ask for more than that")
+        racks = {b.node_id: b.rack for b in self.metadata.brokers()}
+        extra = assign_replicas(racks, total - count, len(current.partitions[0]), start_partition=count)
+        grown = TopicAssignment(
+            current.topic_id, {**current.partitions, **{p: tuple(r) for p, r in extra.items()}}
+        )
+        self.zk.set_topic_assignment(name, grown)
+        self._wait_for(lambda: self._ready(name, total), timeout)
