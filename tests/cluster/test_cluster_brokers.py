@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from brokerkit import BrokerProcess
+from brokerkit import BrokerProcess, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -46,15 +45,6 @@ def metadata(bootstrap: str, topic: str | None = None) -> Any:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:

@@ -14,8 +14,25 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 
 START_TIMEOUT_S = 30
+
+
+def wait_until(
+    predicate: Callable[[], object], what: str, *, timeout: float = 30.0, step: Callable[[], object] | None = None
+) -> None:
+    """Poll ``predicate`` until it is true, ``step`` (a 50 ms sleep) between polls; AssertionError
+    naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        if step is None:
+            time.sleep(0.05)
+        else:
+            step()
 
 
 def free_port() -> int:

@@ -21,7 +21,7 @@ from typing import Any
 import confluent_kafka
 import confluent_kafka.admin as ck
 import pytest
-from brokerkit import BrokerProcess
+from brokerkit import BrokerProcess, wait_until
 
 from logstore.client.admin import (
     WORKERS,
@@ -86,16 +86,6 @@ def code_of(future: Future[Any]) -> int:
 
 def results(futures: dict[Any, Future[Any]]) -> dict[Any, Any]:
     return {key: future.result(TIMEOUT) for key, future in futures.items()}
-
-
-def wait_until(
-    predicate: Callable[[], bool], what: str, step: Callable[[], object] = lambda: time.sleep(0.05)
-) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {TIMEOUT} s waiting for {what}")
-        step()
 
 
 def configs_view(configs: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
@@ -393,7 +383,7 @@ def test_consumer_group_lifecycle_matches_confluent(
     try:
         consumer.subscribe([topic])
         wait_until(
-            lambda: len(consumer.assignment()) == 3, "the consumer's assignment", lambda: consumer.poll(0.1)
+            lambda: len(consumer.assignment()) == 3, "the consumer's assignment", step=lambda: consumer.poll(0.1)
         )
         listing = admin.list_consumer_groups().result(TIMEOUT)
         assert listing.errors == []

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from brokerkit import wait_until
 from sparkkit import consume_all, create, produce
 
 from logstore.client import TopicPartition
@@ -58,15 +59,6 @@ def test_available_now_with_admission_control_then_resume(spark: Any, broker: An
         (r[0], r[1]) for r in first + more)
 
 
-def _wait(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_new_partitions_are_picked_up_mid_stream(spark: Any, broker: Any, tmp_path: Path) -> None:
     create(broker.bootstrap, "grow", 2)
     produce(broker.bootstrap, "grow", 100, headers=False)
@@ -75,12 +67,14 @@ def test_new_partitions_are_picked_up_mid_stream(spark: Any, broker: Any, tmp_pa
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="200 milliseconds")
              .start())  # fmt: skip
     try:
-        _wait(lambda: spark.sql("select count(*) c from grown").collect()[0].c == 100, 120, "the first 100")
+        wait_until(lambda: spark.sql("select count(*) c from grown").collect()[0].c == 100, "the first 100", timeout=120,
+                   step=lambda: time.sleep(0.2))  # fmt: skip
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_partitions([NewPartitions("grow", 4)])["grow"].result(30)
         for p in (2, 3):
             produce(broker.bootstrap, "grow", 10, start=1000 + 10 * p, headers=False, partition=p)
-        _wait(lambda: spark.sql("select count(*) c from grown").collect()[0].c == 120, 120, "the new partitions")
+        wait_until(lambda: spark.sql("select count(*) c from grown").collect()[0].c == 120, "the new partitions", timeout=120,
+                   step=lambda: time.sleep(0.2))  # fmt: skip
         rows = spark.sql("select partition, offset from grown").collect()
         assert sorted((r.partition, r.offset) for r in rows if r.partition >= 2) == [
             (p, o) for p in (2, 3) for o in range(10)]
@@ -127,8 +121,8 @@ def test_exactly_once_through_kill_minus_9_of_the_driver(broker: Any, tmp_path: 
     log = open(tmp_path / "child.log", "w")  # noqa: SIM115
     proc = subprocess.Popen([*child, "run"], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
-        _wait(lambda: len(consume_all(broker.bootstrap, "out", 1500, timeout=2)) >= 1500 or proc.poll() is not None,
-              240, "the pipeline's first 1500 records")  # fmt: skip
+        wait_until(lambda: len(consume_all(broker.bootstrap, "out", 1500, timeout=2)) >= 1500 or proc.poll() is not None,
+                   "the pipeline's first 1500 records", timeout=240, step=lambda: time.sleep(0.2))  # fmt: skip
         assert proc.poll() is None, (tmp_path / "child.log").read_text()[-3000:]
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, mid-stream
