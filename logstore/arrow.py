@@ -181,13 +181,21 @@ def read_range(
     planned the range: Spark's tasks). Loss as in :func:`read_batches`."""
     reader = _open(source)
     try:
-        yield from _decoded(reader, topic, partition, low, high, include_headers, fail_on_data_loss, read_bytes)
+        yield from _decoded(
+            reader, topic, partition, low, high, include_headers, fail_on_data_loss, read_bytes
+        )
     finally:
         reader.close()
 
 
 def record_sets(
-    source: Source, topic: str, partition: int, low: int, high: int, *, fail_on_data_loss: bool = True,
+    source: Source,
+    topic: str,
+    partition: int,
+    low: int,
+    high: int,
+    *,
+    fail_on_data_loss: bool = True,
     read_bytes: int = READ_BYTES,
 ) -> Iterator[tuple[Any, int]]:
     """The raw record sets (whole batches) covering ``[low, high)``, each with the offset it was

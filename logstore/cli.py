@@ -91,14 +91,36 @@ def cluster() -> None:
 
 
 @cluster.command("up")
-@click.option("-n", "--brokers", type=click.IntRange(min=1, max=99), default=3, show_default=True,
-              help="How many brokers (ids 1..N).")
-@click.option("--dir", "directory", type=click.Path(file_okay=False), default="./cluster", show_default=True,
-              help="Where ZooKeeper's and each broker's data and logs live (kept between runs).")
-@click.option("--base-port", type=click.IntRange(min=1, max=65_000), default=9092, show_default=True,
-              help="Broker i listens on 127.0.0.1:(base-port + i - 1).")
-@click.option("--zookeeper-port", type=click.IntRange(min=1, max=65_535), default=2181, show_default=True,
-              help="ZooKeeper's port on 127.0.0.1.")
+@click.option(
+    "-n",
+    "--brokers",
+    type=click.IntRange(min=1, max=99),
+    default=3,
+    show_default=True,
+    help="How many brokers (ids 1..N).",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default="./cluster",
+    show_default=True,
+    help="Where ZooKeeper's and each broker's data and logs live (kept between runs).",
+)
+@click.option(
+    "--base-port",
+    type=click.IntRange(min=1, max=65_000),
+    default=9092,
+    show_default=True,
+    help="Broker i listens on 127.0.0.1:(base-port + i - 1).",
+)
+@click.option(
+    "--zookeeper-port",
+    type=click.IntRange(min=1, max=65_535),
+    default=2181,
+    show_default=True,
+    help="ZooKeeper's port on 127.0.0.1.",
+)
 @click.option("--racks", help="broker.rack of each broker, comma-separated (e.g. r1,r2,r1).")
 def cluster_up(directory: str, brokers: int, base_port: int, zookeeper_port: int, racks: str | None) -> None:
     """Start ZooKeeper and N brokers on 127.0.0.1, print the bootstrap list, stop all on Ctrl-C.
@@ -603,8 +625,18 @@ def topics_list(bootstrap_server: str, timeout: float, client_name: str, command
 
 @_topics_command("create")
 @click.option("--topic", required=True, help="The topic to create.")
-@click.option("--partitions", type=click.IntRange(min=1), default=None, help="Partition count (default: the broker's num.partitions).")
-@click.option("--replication-factor", type=click.IntRange(min=1), default=None, help="Replicas per partition (default: the broker's).")
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Partition count (default: the broker's num.partitions).",
+)
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Replicas per partition (default: the broker's).",
+)
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="A topic config (repeatable).")
 @click.option("--if-not-exists", is_flag=True, help="No error when the topic exists.")
 def topics_create(bootstrap_server: str, timeout: float, client_name: str, command_config: tuple[str, ...],
@@ -640,15 +672,27 @@ def topics_describe(bootstrap_server: str, timeout: float, client_name: str, com
 
 @_topics_command("alter")
 @click.option("--topic", required=True, help="The topic to change.")
-@click.option("--partitions", type=click.IntRange(min=1), default=None, help="The new, larger partition count.")
-@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config (repeatable).")
-@click.option("--delete-config", "delete_configs", multiple=True, metavar="KEY", help="Back to the default (repeatable).")
+@click.option(
+    "--partitions", type=click.IntRange(min=1), default=None, help="The new, larger partition count."
+)
+@click.option(
+    "--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config (repeatable)."
+)
+@click.option(
+    "--delete-config",
+    "delete_configs",
+    multiple=True,
+    metavar="KEY",
+    help="Back to the default (repeatable).",
+)
 def topics_alter(bootstrap_server: str, timeout: float, client_name: str, command_config: tuple[str, ...],
                  topic: str, partitions: int | None, configs: tuple[str, ...],
                  delete_configs: tuple[str, ...]) -> None:  # fmt: skip
     """Add partitions to a topic, or change its configs."""
     if partitions is None and not configs and not delete_configs:
-        raise click.UsageError("say what to change: --partitions N, --config KEY=VALUE or --delete-config KEY")
+        raise click.UsageError(
+            "say what to change: --partitions N, --config KEY=VALUE or --delete-config KEY"
+        )
     admin = _topics(client_name, bootstrap_server, timeout, command_config)
     _run(lambda: admin.alter(topic, partitions, _props(configs, "--config"), delete_configs))
     click.echo(f"Altered topic {topic}.")
@@ -687,11 +731,23 @@ def produce(topic: str, bootstrap_server: str, client_name: str, properties: tup
 @click.option("--topic", required=True, help="The topic to read.")
 @_BOOTSTRAP_OPTION
 @_CLIENT_OPTION
-@click.option("--group", default=None, help="Read as a member of this group, from its committed offsets (committing).")
-@click.option("--from-beginning", is_flag=True, help="Without a committed offset, start at the log start (else at the end).")
-@click.option("--partition", type=click.IntRange(min=0), default=None, help="Only this partition (without --group).")
-@click.option("--max-messages", type=click.IntRange(min=1), default=None, help="Stop after this many records.")
-@click.option("--timeout-ms", type=click.IntRange(min=1), default=None, help="Stop after this long with no new record.")
+@click.option(
+    "--group", default=None, help="Read as a member of this group, from its committed offsets (committing)."
+)
+@click.option(
+    "--from-beginning",
+    is_flag=True,
+    help="Without a committed offset, start at the log start (else at the end).",
+)
+@click.option(
+    "--partition", type=click.IntRange(min=0), default=None, help="Only this partition (without --group)."
+)
+@click.option(
+    "--max-messages", type=click.IntRange(min=1), default=None, help="Stop after this many records."
+)
+@click.option(
+    "--timeout-ms", type=click.IntRange(min=1), default=None, help="Stop after this long with no new record."
+)
 @click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
               help="print.key, print.offset, print.partition, print.timestamp, print.headers (=true), "
                    "key.separator, line.separator: Kafka's DefaultMessageFormatter.")  # fmt: skip

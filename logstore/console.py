@@ -74,7 +74,9 @@ class Topics:
         self, kafka: ModuleType, bootstrap: str, timeout: float, props: dict[str, str] | None = None
     ) -> None:
         self.kafka = kafka
-        self.api = importlib.import_module(f"{kafka.__name__}.admin")  # confluent_kafka.admin is not an attribute
+        self.api = importlib.import_module(
+            f"{kafka.__name__}.admin"
+        )  # confluent_kafka.admin is not an attribute
         self.timeout = timeout
         self.admin = _call("bad client configuration", lambda: self.api.AdminClient(
             {"bootstrap.servers": bootstrap, **(props or {})}))  # fmt: skip
@@ -381,4 +383,3 @@ def stdin_binary() -> BinaryIO:
 
 def stdout_binary() -> BinaryIO:
     return sys.stdout.buffer
-

@@ -54,16 +54,22 @@ class EmbeddedBroker:
     _registry: ClassVar[dict[str, EmbeddedBroker]] = {}
     _registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, key: str, data_dir: str | None, store: Store | None, overrides: dict[str, Any]) -> None:
+    def __init__(
+        self, key: str, data_dir: str | None, store: Store | None, overrides: dict[str, Any]
+    ) -> None:
         self.key = key
         self.users = 0
         self.closing = False
-        config = BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0", **EMBEDDED_DEFAULTS, **overrides})
+        config = BrokerConfig.from_dict(
+            {"listeners": "PLAINTEXT://127.0.0.1:0", **EMBEDDED_DEFAULTS, **overrides}
+        )
         self.loop = asyncio.new_event_loop()
         self.broker = Broker(config, data_dir=data_dir if store is None else store.data_dir, store=store)
         self.peer = _Peer()
         ready: Future[None] = Future()
-        self._thread = threading.Thread(target=self._run, args=(ready,), name=f"logstore-embedded-{key}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name=f"logstore-embedded-{key}", daemon=True
+        )
         self._thread.start()
         ready.result()
         self.ranges = {api.key: (api.min_version, api.max_version) for api in _registry().values()}
@@ -79,7 +85,9 @@ class EmbeddedBroker:
         self.loop.run_forever()
 
     @classmethod
-    def acquire(cls, key: str, data_dir: str | None, store: Store | None, overrides: dict[str, Any]) -> EmbeddedBroker:
+    def acquire(
+        cls, key: str, data_dir: str | None, store: Store | None, overrides: dict[str, Any]
+    ) -> EmbeddedBroker:
         with cls._registry_lock:
             embedded = cls._registry.get(key)
             if embedded is None:
@@ -169,7 +177,12 @@ class EmbeddedConnection:
         return api_key in self.embedded.ranges
 
     def send(
-        self, api_key: int, fields: dict[str, Any], *, expect_response: bool = True, timeout: float | None = None
+        self,
+        api_key: int,
+        fields: dict[str, Any],
+        *,
+        expect_response: bool = True,
+        timeout: float | None = None,
     ) -> Future[Any]:
         result: Future[Any] = Future()
         if self.closed:

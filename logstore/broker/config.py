@@ -59,6 +59,14 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "zookeeper.connection.timeout.ms": ("int", None, 1),  # Kafka: the session timeout
     "broker.rack": ("string", None, None),
     "unclean.leader.election.enable": ("boolean", False, None),
+    # Replication (docs/cluster.md), Kafka's names and defaults.
+    "replica.lag.time.max.ms": ("long", 30_000, 1),
+    "replica.fetch.wait.max.ms": ("int", 500, 0),
+    "replica.fetch.min.bytes": ("int", 1, 1),
+    "replica.fetch.max.bytes": ("int", 1_048_576, 0),
+    "replica.fetch.response.max.bytes": ("int", 10_485_760, 0),
+    "replica.fetch.backoff.ms": ("int", 1_000, 0),
+    "replica.socket.timeout.ms": ("int", 30_000, 1),
 }
 
 # Broker log.* keys -> the topic key they default, with a unit factor.

@@ -15,9 +15,10 @@ handlers map them to Kafka error codes with ``error_for``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from logstore.broker.metadata_cache import PartitionState
 from logstore.storage.config import LogConfig
 from logstore.storage.manager import Store
 
@@ -30,7 +31,14 @@ class TopicController(Protocol):
         """The broker's log defaults (``log.*`` keys as topic keys)."""
         ...
 
-    def create_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> None: ...
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        config: Mapping[str, Any],
+        replication_factor: int = 1,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+    ) -> None: ...
 
     def delete_topic(self, name: str) -> None: ...
 
@@ -40,7 +48,21 @@ class TopicController(Protocol):
 
 
 class ClusterLink(TopicController, Protocol):
-    """A broker's membership of a cluster (a ZkBroker): topic changes, and leaving."""
+    """A broker's membership of a cluster (a ZkBroker): topic changes, ISR changes if it is the
+    controller (AlterPartition), and leaving."""
+
+    @property
+    def is_controller(self) -> bool: ...
+
+    def alter_partition(
+        self,
+        topic: str,
+        partition: int,
+        leader: int,
+        leader_epoch: int,
+        isr: tuple[int, ...],
+        partition_epoch: int,
+    ) -> tuple[Any, PartitionState | None]: ...
 
     def close(self) -> None: ...
 
@@ -57,7 +79,14 @@ class NotJoined:
 
         raise LogstoreError("this broker has not joined its cluster yet; retry in a moment")
 
-    def create_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        config: Mapping[str, Any],
+        replication_factor: int = 1,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+    ) -> None:
         self._refuse()
 
     def delete_topic(self, name: str) -> None:
@@ -80,8 +109,17 @@ class LocalController:
     def defaults(self) -> Mapping[str, Any]:
         return self.store.defaults
 
-    def create_topic(self, name: str, partitions: int, config: Mapping[str, Any]) -> None:
-        """Create ``name`` with ``partitions`` partitions and ``config``'s overrides (persisted)."""
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        config: Mapping[str, Any],
+        replication_factor: int = 1,
+        assignment: Mapping[int, Sequence[int]] | None = None,
+    ) -> None:
+        """Create ``name`` with ``partitions`` partitions and ``config``'s overrides (persisted).
+        One broker: one replica each (the handlers refuse more before asking)."""
+        assert replication_factor == 1, replication_factor
         self.store.create_topic(name, partitions, config)
 
     def delete_topic(self, name: str) -> None:

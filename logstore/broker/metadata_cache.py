@@ -50,7 +50,9 @@ class PartitionState:
 
     Invariants (asserted): the leader is in the ISR (or there is none), the
     ISR is a subset of the replicas, and an offline replica is a replica.
-    ``leader_epoch`` is -1 where no epoch is kept (a single broker).
+    ``leader_epoch`` is -1 where no epoch is kept (a single broker);
+    ``partition_epoch`` is the state's version (in ZooKeeper mode the state
+    znode's zkVersion, as Kafka's), -1 alone: AlterPartition names it.
     """
 
     leader: int
@@ -58,6 +60,7 @@ class PartitionState:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline: tuple[int, ...] = ()
+    partition_epoch: int = -1
 
     def __post_init__(self) -> None:
         assert self.leader == NO_LEADER or self.leader in self.isr, (self.leader, self.isr)

@@ -27,6 +27,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -129,12 +130,26 @@ class PartitionProducers:
 
 
 class ProducerIds:
-    """Producer ids unique across restarts: reserved in durable blocks of 1,000."""
+    """Producer ids unique across restarts: reserved in durable blocks of 1,000.
+
+    Alone, a block is reserved in the data directory's ``producer-id-block``
+    file; in a cluster, from the cluster (:meth:`use_blocks_from`: ZooKeeper's
+    ``/latest_producer_id_block``), so no two brokers hand out one id. A
+    reservation blocks the caller (a file write, or a ZooKeeper round trip)
+    once per 1,000 ids.
+    """
 
     def __init__(self, data_dir: str) -> None:
         self._path = os.path.join(data_dir, "producer-id-block")
         self._lock = threading.Lock()
         self._next = self._block_end = self._read()
+        self._reserve: Callable[[int], tuple[int, int]] | None = None
+
+    def use_blocks_from(self, reserve: Callable[[int], tuple[int, int]]) -> None:
+        """Take blocks from ``reserve(size) -> (first, last)`` (the cluster's), from the next id on."""
+        with self._lock:
+            self._reserve = reserve
+            self._next = self._block_end = 0
 
     def _read(self) -> int:
         with contextlib.suppress(FileNotFoundError, ValueError), open(self._path, encoding="ascii") as f:
@@ -144,9 +159,13 @@ class ProducerIds:
     def allocate(self) -> int:
         with self._lock:
             if self._next >= self._block_end:
-                end = self._next + ID_BLOCK
-                write_atomically(self._path, f"{end}\n".encode("ascii"))
-                self._block_end = end
+                if self._reserve is not None:
+                    first, last = self._reserve(ID_BLOCK)
+                    self._next, self._block_end = first, last + 1
+                else:
+                    end = self._next + ID_BLOCK
+                    write_atomically(self._path, f"{end}\n".encode("ascii"))
+                    self._block_end = end
             producer_id = self._next
             self._next += 1
             return producer_id

@@ -21,6 +21,16 @@ Per partition, an append checks what Kafka's ``LogValidator`` and
 - an idempotent batch (producer id >= 0) is checked against the producer's
   epoch and sequence; a duplicate returns its first append's offset.
 
+Replicated (a broker of a cluster, :meth:`ReplicaManager.start_replication`):
+appends carry the partition's leader epoch; acks=-1 waits (Kafka's delayed
+produce) until the high watermark passes the batch, then answers
+NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+``min.insync.replicas`` meanwhile, or REQUEST_TIMED_OUT at the request's
+timeout; a follower's fetch moves its progress, the HW and the ISR
+(:class:`~logstore.broker.partition.Partition`); the controller's partition
+states (:meth:`apply_states`) make this broker leader or follower, and
+followers fetch through the :mod:`~logstore.broker.replica_fetcher`.
+
 Disk work off the event loop: an append to a topic with ``flush.messages=1``
 (an fsync per batch) runs in the default executor. Other appends write to the
 page cache and stay on the loop (a thread hop costs more than the write).
@@ -33,13 +43,16 @@ import logging
 import struct
 import time
 from collections.abc import Hashable, Iterable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.metadata_cache import MetadataCache
+from logstore.broker.inter_broker import BrokerChannel, ChannelError
+from logstore.broker.metadata_cache import NO_LEADER, MetadataCache, PartitionState
 from logstore.broker.partition import Partition
 from logstore.broker.producers import last_sequence
 from logstore.broker.purgatory import Purgatory
+from logstore.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from logstore.errors import LogstoreError, UnknownTopicError
 from logstore.protocol.errors import error_for
 from logstore.records.batch import RecordBatch
@@ -54,7 +67,7 @@ _TIMESTAMP = struct.Struct(">q")
 class AppendResult:
     """One partition's answer to an append: Kafka's ``PartitionResponse``."""
 
-    __slots__ = ("append_time", "base_offset", "error", "log_start", "message")
+    __slots__ = ("append_time", "base_offset", "error", "log_start", "message", "required_offset")
 
     def __init__(
         self,
@@ -69,6 +82,7 @@ class AppendResult:
         self.append_time = append_time
         self.log_start = log_start
         self.message = message
+        self.required_offset = -1  # acks=-1 when replicated: the HW this append waits for
 
 
 class PartitionRead:
@@ -96,6 +110,14 @@ class ReplicaManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.purgatory = Purgatory()
         self._partitions: dict[tuple[str, int], Partition] = {}
+        # Replication (start_replication): off for a broker alone.
+        self.replicated = False
+        self.fetcher_settings = FetcherSettings()
+        self.lag_ms = 30_000
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._following: dict[tuple[str, int], int] = {}  # partition -> the leader it is fetched from
+        self._controller: BrokerChannel | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- partitions ----------------------------------------------------------
 
@@ -105,6 +127,8 @@ class ReplicaManager:
         if log is None:
             return None
         found = self._partitions.get((topic, index))
+        if self.replicated:  # made by apply_states, as the controller says
+            return found if found is not None and found.log is log else None
         state = self.metadata.partition_state(topic, index)
         if found is not None and found.log is log:
             if state is not None:
@@ -112,7 +136,7 @@ class ReplicaManager:
             return found
         if state is None:  # the log is here, the cache not yet (a topic made this instant)
             return None
-        made = Partition(topic, index, log, state, self.producer_id_expiration_ms)
+        made = Partition(topic, index, log, state, self.producer_id_expiration_ms, self.node_id)
         self._partitions[(topic, index)] = made
         return made
 
@@ -120,7 +144,7 @@ class ReplicaManager:
         """The partition if this broker leads it; else UNKNOWN_TOPIC_OR_PARTITION (no such
         partition) or NOT_LEADER_OR_FOLLOWER (another broker leads it, or none does). O(1)."""
         partition = self.partition(topic, index)
-        if partition is not None and partition.state.leader == self.node_id:
+        if partition is not None and partition.is_leader:
             return partition
         if self.metadata.partition_state(topic, index) is not None:
             return ErrorCode.not_leader_or_follower
@@ -183,10 +207,11 @@ class ReplicaManager:
             else bytearray(records or b"")  # (empty was refused above)
         )
         try:
+            epoch = partition.leader_epoch if self.replicated else -1
             if log.config.flush_messages == 1:
-                info = await asyncio.get_running_loop().run_in_executor(None, log.append_batch, buffer)
+                info = await asyncio.get_running_loop().run_in_executor(None, log.append_batch, buffer, epoch)
             else:
-                info = log.append_batch(buffer)
+                info = log.append_batch(buffer, epoch)
         except (LogstoreError, OSError) as e:
             code = error_for(e)
             if code in (ErrorCode.unknown_server_error, ErrorCode.kafka_storage_error):
@@ -195,20 +220,72 @@ class ReplicaManager:
         if state is not None:
             state.record(producer_id, batch.producer_epoch, *sequence, info.first_offset, info.last_offset)
         partition.check_offsets()
+        if self.replicated:
+            partition.maybe_advance_high_watermark()
         self.purgatory.notify((topic, index))
         append_time = -1
         if log.config.message_timestamp_type == "LogAppendTime":
             (append_time,) = _TIMESTAMP.unpack_from(buffer, _MAX_TIMESTAMP_AT)
-        return AppendResult(ErrorCode.none, info.first_offset, append_time, log.log_start_offset)
+        result = AppendResult(ErrorCode.none, info.first_offset, append_time, log.log_start_offset)
+        if acks == -1 and self.replicated:
+            result.required_offset = info.last_offset + 1
+        return result
+
+    async def await_replication(self, appended: list[tuple[str, int, AppendResult]], timeout: float) -> None:
+        """Kafka's delayed produce: wait until each acks=-1 append is below its partition's HW,
+        or ``timeout`` seconds; settle each result's error (see the module doc)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        for topic, index, result in appended:
+            if result.required_offset < 0 or result.error != ErrorCode.none:
+                continue
+            for _ in range(1 << 20):  # each pass waits for a change or the deadline
+                partition = self.leader_partition(topic, index)
+                if not isinstance(partition, Partition):
+                    result.error = partition
+                    break
+                if partition.high_watermark >= result.required_offset:
+                    in_sync = len(partition.state.isr)
+                    if in_sync < partition.log.config.min_insync_replicas:
+                        result.error = ErrorCode.not_enough_replicas_after_append
+                        result.message = (
+                            f"{in_sync} replica(s) in sync, min.insync.replicas="
+                            f"{partition.log.config.min_insync_replicas}"
+                        )
+                    break
+                left = deadline - loop.time()
+                if left <= 0:
+                    result.error = ErrorCode.request_timed_out
+                    result.message = (
+                        f"not replicated to the ISR {list(partition.state.isr)} within the timeout"
+                    )
+                    break
+                await self.purgatory.wait([(topic, index)], left)
 
     # -- reads ---------------------------------------------------------------
 
-    def read(self, topic: str, index: int, offset: int, limit: int, first: bool, upto: str) -> PartitionRead:
+    def read(
+        self,
+        topic: str,
+        index: int,
+        offset: int,
+        limit: int,
+        first: bool,
+        upto: str,
+        replica_id: int = -1,
+        current_leader_epoch: int = -1,
+    ) -> PartitionRead:
         """Up to ``limit`` bytes of whole batches from ``offset`` (at least one batch when
-        ``first``: Kafka's rule that a fetch makes progress), up to the HW or the log end."""
+        ``first``: Kafka's rule that a fetch makes progress), up to the HW or the log end.
+        A follower's read (``replica_id`` >= 0) first records its progress."""
         partition = self.leader_partition(topic, index)
         if not isinstance(partition, Partition):
             return PartitionRead(index, partition)
+        error = partition.check_leader_epoch(current_leader_epoch)
+        if error != ErrorCode.none:
+            return PartitionRead(index, error)
+        if replica_id >= 0 and self.replicated:
+            self._follower_fetched(partition, replica_id, offset)
         log = partition.log
         result = PartitionRead(index, ErrorCode.none)
         result.high_watermark = log.high_watermark
@@ -231,6 +308,219 @@ class ReplicaManager:
     def wake_all(self) -> None:
         """Wake every waiting fetch (the broker is closing)."""
         self.purgatory.wake_all()
+
+    # -- replication -----------------------------------------------------------
+
+    def start_replication(self, settings: FetcherSettings, lag_ms: int) -> None:
+        """Act as a broker of a cluster (on the event loop): epochs, HWs, followers, ISR checks."""
+        self.replicated = True
+        self.fetcher_settings = settings
+        self.lag_ms = lag_ms
+        self._spawn(self._check_isr_forever())
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        """Stop the fetchers and the ISR checks."""
+        for task in list(self._tasks):
+            task.cancel()
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.close()
+        self.fetchers.clear()
+        if self._controller is not None:
+            self._controller.close()
+
+    def apply_states(self, topic: str) -> None:
+        """The controller's word on ``topic`` (its partition states in the MetadataCache): become
+        leader or follower of each partition this broker holds a replica of (Kafka's
+        ``becomeLeaderOrFollower``). On the event loop. O(partitions of the topic)."""
+        if not self.replicated:
+            return
+        count = self.metadata.partition_count(topic) or 0
+        for key in [k for k in self._partitions if k[0] == topic and k[1] >= count]:
+            self._stop_following(key)
+            del self._partitions[key]
+        for index in range(count):
+            state = self.metadata.partition_state(topic, index)
+            log = self.logs_by_partition.find_log(topic, index)
+            if state is None or log is None or self.node_id not in state.replicas:
+                self._stop_following((topic, index))
+                self._partitions.pop((topic, index), None)
+                continue
+            self._apply_state(topic, index, log, state)
+
+    def _apply_state(self, topic: str, index: int, log: Log, state: PartitionState) -> None:
+        key = (topic, index)
+        partition = self._partitions.get(key)
+        if partition is None or partition.log is not log:
+            partition = Partition(
+                topic, index, log, state, self.producer_id_expiration_ms, self.node_id, True
+            )
+            partition.is_leader = False
+            partition.state = PartitionState(NO_LEADER, -1, state.replicas, ())
+            self._partitions[key] = partition
+        old = partition.state
+        if state.leader == self.node_id:
+            if not partition.is_leader or old.leader_epoch != state.leader_epoch:
+                self._stop_following(key)
+                partition.make_leader(state, _now_ms())
+                _log.info(
+                    "%s-%d: leader at epoch %d, isr %s", topic, index, state.leader_epoch, list(state.isr)
+                )
+            else:
+                partition.update_state(state)
+                partition.maybe_advance_high_watermark()
+            self.purgatory.notify(key)  # fetches see a new HW; delayed produces re-check the ISR
+            return
+        if partition.is_leader or old.leader_epoch != state.leader_epoch or old.leader != state.leader:
+            partition.make_follower(state)
+            self._follow(partition, state)
+            self.purgatory.notify(key)  # waiting fetches and produces learn they lost leadership
+        else:
+            partition.state = state
+
+    def _follow(self, partition: Partition, state: PartitionState) -> None:
+        key = (partition.topic, partition.index)
+        self._stop_following(key)
+        leader = self.metadata.broker(state.leader) if state.leader != NO_LEADER else None
+        if leader is None:
+            return  # no leader (or not yet known): the next state change starts the fetch
+        fetcher = self.fetchers.get(leader.node_id)
+        if fetcher is None or (fetcher.channel.host, fetcher.channel.port) != (leader.host, leader.port):
+            if fetcher is not None:
+                self._spawn(fetcher.close())
+            fetcher = ReplicaFetcher(self, leader.node_id, leader.host, leader.port, self.fetcher_settings)
+            self.fetchers[leader.node_id] = fetcher
+        fetcher.add(partition, state.leader_epoch)
+        self._following[key] = leader.node_id
+        _log.info(
+            "%s-%d: following broker %d at epoch %d from offset %d",
+            *key, leader.node_id, state.leader_epoch, partition.log.log_end_offset,
+        )  # fmt: skip
+
+    def _stop_following(self, key: tuple[str, int]) -> None:
+        leader = self._following.pop(key, None)
+        fetcher = self.fetchers.get(leader) if leader is not None else None
+        if fetcher is not None:
+            fetcher.remove(key)
+
+    def follower_high_watermark(self, partition: Partition, leader_hw: int, leader_log_start: int) -> None:
+        """A follower's HW after a fetch: the leader's, capped at our log end; never backwards.
+        The log start follows the leader's (its DeleteRecords and retention), up to our HW."""
+        log = partition.log
+        hw = min(leader_hw, log.log_end_offset)
+        if hw > log.high_watermark:
+            log.high_watermark = hw
+        start = min(leader_log_start, log.high_watermark)
+        if start > log.log_start_offset:
+            log.delete_records(start)
+        partition.check_offsets()
+
+    def _follower_fetched(self, partition: Partition, replica_id: int, offset: int) -> None:
+        if partition.follower_fetched(replica_id, offset, _now_ms()):
+            self.purgatory.notify((partition.topic, partition.index))
+        grown = partition.isr_to_expand(replica_id)
+        if grown is not None:
+            self._alter_isr(partition, grown)
+
+    async def _check_isr_forever(self) -> None:
+        """Kafka's ``isr-expiration`` task: every half ``replica.lag.time.max.ms``, drop the
+        followers that have not caught up within it."""
+        while True:
+            await asyncio.sleep(self.lag_ms / 2000)
+            now = _now_ms()
+            for partition in list(self._partitions.values()):
+                shrunk = partition.isr_to_shrink(now, self.lag_ms)
+                if shrunk is not None:
+                    _log.info("%s-%d: shrinking the ISR %s to %s", partition.topic, partition.index,
+                              list(partition.state.isr), list(shrunk))  # fmt: skip
+                    self._alter_isr(partition, shrunk)
+
+    def _alter_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        partition.pending_isr = isr
+        self._spawn(self._send_alter_partition(partition, isr))
+
+    async def _send_alter_partition(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        """AlterPartition to the controller; the answer is the partition's new state (also seen
+        later through the controller's watch). An error leaves the ISR as it was: the next
+        fetch or check asks again, after ``replica.fetch.backoff.ms``."""
+        key = (partition.topic, partition.index)
+        error: Any = "no controller"
+        try:
+            channel = self._controller_channel()
+            if channel is not None:
+                response = await channel.request(56, 2, self._alter_request(partition, isr), 10)
+                error = response.error_code
+                if error == ErrorCode.none:
+                    answer = response.topics[0].partitions[0]
+                    error = answer.error_code
+                    if (
+                        error == ErrorCode.none
+                        and self._partitions.get(key) is partition
+                        and partition.is_leader
+                    ):
+                        partition.update_state(
+                            PartitionState(
+                                answer.leader_id, answer.leader_epoch, partition.state.replicas,
+                                tuple(answer.isr), partition.state.offline, answer.partition_epoch,
+                            )
+                        )  # fmt: skip
+                        partition.pending_isr = None
+                        partition.maybe_advance_high_watermark()
+                        self.purgatory.notify(key)
+                        _log.info("%s-%d: ISR now %s", *key, list(answer.isr))
+                        return
+        except ChannelError as e:
+            error = e
+        if error not in (ErrorCode.none,):
+            _log.info(
+                "%s-%d: AlterPartition to %s refused: %s", *key, list(isr), getattr(error, "name", error)
+            )
+            await asyncio.sleep(self.fetcher_settings.backoff_ms / 1000)
+        if partition.pending_isr == isr:
+            partition.pending_isr = None
+
+    def _alter_request(self, partition: Partition, isr: tuple[int, ...]) -> dict[str, Any]:
+        return {
+            "broker_id": self.node_id,
+            "broker_epoch": -1,
+            "topics": [
+                {
+                    "topic_id": self.metadata.topic_id(partition.topic),
+                    "partitions": [
+                        {
+                            "partition_index": partition.index,
+                            "leader_epoch": partition.leader_epoch,
+                            "new_isr": list(isr),
+                            "leader_recovery_state": 0,
+                            "partition_epoch": partition.state.partition_epoch,
+                        }
+                    ],
+                }
+            ],
+        }
+
+    def _controller_channel(self) -> BrokerChannel | None:
+        controller = self.metadata.broker(self.metadata.controller_id)
+        if controller is None:
+            return None
+        channel = self._controller
+        if channel is None or (channel.node_id, channel.host, channel.port) != (
+            controller.node_id, controller.host, controller.port,
+        ):  # fmt: skip
+            if channel is not None:
+                channel.close()
+            channel = self._controller = BrokerChannel(
+                controller.node_id, controller.host, controller.port, f"broker-{self.node_id}-alter-partition"
+            )
+        return channel
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 def _check_batch(

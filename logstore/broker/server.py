@@ -28,6 +28,7 @@ from logstore.broker.config import BrokerConfig
 from logstore.broker.controller import ClusterLink, LocalController, NotJoined, TopicController
 from logstore.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from logstore.broker.producers import ProducerIds
+from logstore.broker.replica_fetcher import FetcherSettings
 from logstore.broker.replica_manager import ReplicaManager
 from logstore.errors import InvalidConfigError
 from logstore.protocol import (
@@ -297,7 +298,9 @@ class Broker:
         }
         if config.zookeeper_connect:
             if store is not None:
-                raise InvalidConfigError("zookeeper.connect: an embedded broker runs alone; run `logstore broker`")
+                raise InvalidConfigError(
+                    "zookeeper.connect: an embedded broker runs alone; run `logstore broker`"
+                )
             self.log_manager = LogManager(self.data_dir, **intervals)
             self.controller: TopicController = NotJoined()
         else:
@@ -314,6 +317,7 @@ class Broker:
         # loop.sendfile works on asyncio's own loops; uvloop raises NotImplementedError.
         self.native_sendfile = True
         self._servers: list[asyncio.AbstractServer] = []
+        self.loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
         # Consumer groups over __consumer_offsets (see groups.py); built by start().
@@ -338,7 +342,7 @@ class Broker:
     async def start(self, listen: bool = True) -> None:
         """Join the cluster (with ``zookeeper.connect``), start the group coordinator (alone)
         and, when ``listen``, the listeners (the embedded broker has none)."""
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         from logstore.broker.groups import start_coordinator
 
         for _, host, port in self.config.listeners if listen else ():
@@ -351,7 +355,12 @@ class Broker:
                 self.bound.append((address[0], address[1]))
         host, port = self.advertised
         if self.config.zookeeper_connect:
+            self.replica_manager.start_replication(
+                self._fetcher_settings(), self.config.replica_lag_time_max_ms
+            )
             await loop.run_in_executor(None, self._join_cluster, (host, port))
+            for name in self.metadata.topic_names():  # states seen while joining, applied once more
+                self.replica_manager.apply_states(name)
         else:
             self.metadata.set_brokers([BrokerEndpoint(self.node_id, host, port, self.config.broker_rack)])
             # Consumer groups in a cluster need the coordinator to follow __consumer_offsets'
@@ -360,6 +369,17 @@ class Broker:
         for listening in self._servers:
             await listening.start_serving()
         self._reaper = loop.create_task(self._reap_idle())
+
+    def _fetcher_settings(self) -> FetcherSettings:
+        config = self.config
+        return FetcherSettings(
+            wait_max_ms=config.replica_fetch_wait_max_ms,
+            min_bytes=config.replica_fetch_min_bytes,
+            max_bytes=config.replica_fetch_max_bytes,
+            response_max_bytes=config.replica_fetch_response_max_bytes,
+            backoff_ms=config.replica_fetch_backoff_ms,
+            socket_timeout_ms=config.replica_socket_timeout_ms,
+        )
 
     def _join_cluster(self, endpoint: tuple[str, int]) -> None:
         if self._join is None:
@@ -393,6 +413,7 @@ class Broker:
         for connection in list(self.connections):
             connection.close("broker shutting down", abort=True, quiet=True)
         self.replica_manager.wake_all()
+        await self.replica_manager.close()
         if self.coordinator is not None:
             self.coordinator.close()  # parked joins and syncs answer NOT_COORDINATOR
         for server in self._servers:

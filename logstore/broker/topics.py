@@ -34,7 +34,12 @@ async def topic_error(broker: Broker, name: str | None, auto_create: bool) -> Er
         return ErrorCode.unknown_topic_or_partition
     try:
         await asyncio.get_running_loop().run_in_executor(
-            None, broker.controller.create_topic, name, broker.config.num_partitions, {}
+            None,
+            broker.controller.create_topic,
+            name,
+            broker.config.num_partitions,
+            {},
+            broker.config.default_replication_factor,
         )
         _log.info("auto-created topic %s with %d partitions", name, broker.config.num_partitions)
     except TopicExistsError:

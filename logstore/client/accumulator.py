@@ -272,7 +272,11 @@ class RecordAccumulator(AccumulatorCore):
         return partition
 
     def _fits(self, batch: ProducerBatch | None, size: int) -> bool:
-        return batch is not None and batch.size + size <= self.batch_size and len(batch.records) < self.batch_records
+        return (
+            batch is not None
+            and batch.size + size <= self.batch_size
+            and len(batch.records) < self.batch_records
+        )
 
     def reserve(self, count: int, size: int) -> None:
         """Count records not yet placed in a batch (waiting for their topic's metadata);

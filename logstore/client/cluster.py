@@ -251,7 +251,11 @@ class Cluster:
     # -- metadata ------------------------------------------------------------
 
     def refresh(
-        self, topics: Iterable[str] | None = None, *, auto_create: bool | None = None, timeout: float | None = None
+        self,
+        topics: Iterable[str] | None = None,
+        *,
+        auto_create: bool | None = None,
+        timeout: float | None = None,
     ) -> Any:
         """Ask a broker for metadata (all topics when ``topics`` is None) and update the cache.
 

@@ -71,7 +71,9 @@ def _keys() -> list[Key]:
         Key("stats_cb", "callable", None),
         Key("statistics.interval.ms", "int", 0, low=0),
         Key("debug", "str", ""),
-        Key("log_level", "int", 6, low=0, high=7),  # librdkafka's syslog level; this client logs via `logging`
+        Key(
+            "log_level", "int", 6, low=0, high=7
+        ),  # librdkafka's syslog level; this client logs via `logging`
         Key("api.version.request", "bool", True),
         Key("broker.address.family", "enum:any|v4|v6", "any"),
         Key("logstore.store", "any", None),  # an embedded Store handed in (see docs/client.md)

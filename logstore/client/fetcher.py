@@ -549,7 +549,9 @@ class Fetcher:
         self, timestamps: dict[TopicPartitionKey, int], timeout: float
     ) -> dict[TopicPartitionKey, tuple[int, int, int]]:
         """ListOffsets and wait (at most ``timeout`` seconds; KafkaException ``_TIMED_OUT`` past it)."""
-        return self.await_offsets(self.list_offsets_async(timestamps), time.monotonic() + timeout, "ListOffsets")
+        return self.await_offsets(
+            self.list_offsets_async(timestamps), time.monotonic() + timeout, "ListOffsets"
+        )
 
     def await_offsets(
         self, sent: list[tuple[Future[Any], list[TopicPartitionKey]]], deadline: float, what: str

@@ -656,7 +656,9 @@ class Producer:
         limit = None if timeout is None or timeout < 0 else float(timeout)
         # As librdkafka's producer: naming a topic may create it (allow.auto.create.topics, on for producers).
         create = topic is not None and self._sender.auto_create()
-        response = self._cluster.refresh(None if topic is None else [topic], auto_create=create, timeout=limit)
+        response = self._cluster.refresh(
+            None if topic is None else [topic], auto_create=create, timeout=limit
+        )
         return admin.cluster_metadata(response)
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:

@@ -14,7 +14,10 @@ The active controller:
   (:func:`~logstore.cluster.election.offline_partition_leader`, unclean
   election only with ``unclean.leader.election.enable``), with its leader
   epoch bumped; the replicas they held leave every ISR;
-- moves leaderships off a broker in controlled shutdown.
+- moves leaderships off a broker in controlled shutdown;
+- changes ISRs when leaders ask (AlterPartition, :meth:`alter_partition`):
+  the leader at its epoch, the partition epoch (the state znode's version)
+  current, the new ISR live replicas with the leader in it.
 
 Fencing: every partition-state write is one ZooKeeper transaction that checks
 ``/controller_epoch`` is still at the version this controller made it (as
@@ -40,6 +43,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from kazoo.exceptions import NodeExistsError
+from kio.schema.errors import ErrorCode
 
 from logstore.cluster.assignment import assign_replicas
 from logstore.cluster.election import controlled_shutdown_leader, offline_partition_leader
@@ -92,6 +96,16 @@ class ZkController:
         if self.active:
             self.zk.resign_controller(self.broker_id)
         self.epoch = None
+
+    def session_lost(self) -> None:
+        """The ZooKeeper session expired: ``/controller`` went with it, and so did this controllership."""
+        if self.epoch is not None:
+            _log.warning(
+                "broker %d stops being the controller (epoch %d): its session expired",
+                self.broker_id,
+                self.epoch,
+            )
+        self.epoch, self.epoch_version = None, -1
 
     def _check_active(self) -> int:
         if self.epoch is None:
@@ -224,6 +238,46 @@ class ZkController:
                 )  # fmt: skip
                 return written, written.leader == NO_LEADER
         raise ZkError(f"{topic}-{partition}: the partition state kept changing under the controller")
+
+    # -- ISR changes (AlterPartition) -------------------------------------------
+
+    def alter_partition(
+        self,
+        topic: str,
+        partition: int,
+        leader: int,
+        leader_epoch: int,
+        isr: tuple[int, ...],
+        partition_epoch: int,
+    ) -> tuple[ErrorCode, LeaderAndIsr | None]:
+        """A leader's ISR change, checked as Kafka's controller checks AlterPartition (see the
+        module doc): (NONE, the written state) or (the error, the current state or None)."""
+        if self.epoch is None:
+            return ErrorCode.not_controller, None
+        state = self.zk.partition_state(topic, partition)
+        assignment = self.zk.topic_assignment(topic)
+        if state is None or assignment is None or partition not in assignment.partitions:
+            return ErrorCode.unknown_topic_or_partition, None
+        if leader_epoch != state.leader_epoch:
+            stale = leader_epoch < state.leader_epoch
+            return (ErrorCode.fenced_leader_epoch if stale else ErrorCode.unknown_leader_epoch), state
+        if leader != state.leader:
+            return ErrorCode.not_leader_or_follower, state
+        if partition_epoch != state.zk_version:
+            return ErrorCode.invalid_update_version, state
+        replicas = assignment.partitions[partition]
+        if leader not in isr or not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
+            return ErrorCode.invalid_request, state
+        live = self.zk.live_brokers()
+        if any(b not in live for b in isr if b not in state.isr):
+            return ErrorCode.ineligible_replica, state
+        written = self._write(
+            topic, partition, LeaderAndIsr(leader, leader_epoch, isr, self.epoch), state.zk_version
+        )
+        if written is None:
+            return ErrorCode.invalid_update_version, self.zk.partition_state(topic, partition)
+        _log.info("%s-%d: isr %s (asked by leader %d)", topic, partition, list(isr), leader)
+        return ErrorCode.none, written
 
     def _fence(self) -> int:
         if self.epoch is None:

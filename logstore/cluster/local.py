@@ -131,7 +131,9 @@ def run_until_stopped(cluster: LocalCluster, say: Callable[[str], None] = print)
     started = time.monotonic()
     try:
         cluster.start(say)
-        say(f"bootstrap.servers={cluster.bootstrap}  (up in {time.monotonic() - started:.1f} s; Ctrl-C stops it)")
+        say(
+            f"bootstrap.servers={cluster.bootstrap}  (up in {time.monotonic() - started:.1f} s; Ctrl-C stops it)"
+        )
         died = cluster.wait(stop)
         if died is not None:
             say(f"broker {died} exited on its own; see {cluster.directory}/broker-{died}.log")

@@ -49,6 +49,7 @@ CLUSTER_ID = "/cluster/id"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 DELETE_TOPICS = "/admin/delete_topics"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS, "/cluster")
 
 
@@ -404,6 +405,33 @@ class KafkaZkClient:
             self.zk.set(path, value)
         except NoNodeError:
             self.zk.create(path, value, makepath=True)
+
+    def allocate_producer_id_block(self, broker_id: int, size: int) -> tuple[int, int]:
+        """Reserve the next ``size`` producer ids for ``broker_id``: (first, last), inclusive.
+
+        Kafka's ``/latest_producer_id_block`` (``{"version":1,"broker":..,"block_start":"..",
+        "block_end":".."}``), advanced by a conditional write, so no two brokers ever hand out
+        one id. Retries while other brokers win the race (bounded)."""
+        for _ in range(100):
+            try:
+                data, stat = self.zk.get(PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                first, version = 0, -1
+            else:
+                first, version = int(_load(data, PRODUCER_ID_BLOCK)["block_end"]) + 1, stat.version
+            last = first + size - 1
+            block = _json(
+                {"version": 1, "broker": broker_id, "block_start": str(first), "block_end": str(last)}
+            )
+            try:
+                if version < 0:
+                    self.zk.create(PRODUCER_ID_BLOCK, block)
+                else:
+                    self.zk.set(PRODUCER_ID_BLOCK, block, version=version)
+            except (NodeExistsError, BadVersionError):
+                continue  # another broker took this block: read again
+            return first, last
+        raise ZkError(f"{PRODUCER_ID_BLOCK}: 100 tries lost to other brokers; retry")
 
     def mark_for_deletion(self, topic: str) -> None:
         """Create ``/admin/delete_topics/<t>``: the controller deletes the topic."""

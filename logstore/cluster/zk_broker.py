@@ -14,7 +14,9 @@ With ``zookeeper.connect`` set, a broker at start:
    every replica assigned to it and deletes the logs of topics that are gone.
 
 Brokers learn of the controller's decisions by these watches, not by
-LeaderAndIsr and UpdateMetadata requests (docs/cluster.md). The active
+LeaderAndIsr and UpdateMetadata requests (docs/cluster.md): after each change
+of a topic's states the broker's ``on_topic_changed`` hook runs (the broker
+hands it to its ReplicaManager, which becomes leader or follower). The active
 controller, on the same watches, initializes the state of new partitions,
 elects leaders when brokers go, and deletes topics marked in
 ``/admin/delete_topics``.
@@ -28,18 +30,20 @@ later pass.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import NodeExistsError
 from kazoo.protocol.states import KazooState
+from kio.schema.errors import ErrorCode
 
 from logstore.broker.metadata_cache import (
     NO_LEADER,
@@ -109,6 +113,15 @@ def join(broker: Broker, endpoint: tuple[str, int]) -> ZkBroker:
         broker.log_manager,
         broker.config.log_defaults(),
     )
+    loop = broker.loop
+    if loop is not None:
+        apply = broker.replica_manager.apply_states
+
+        def on_topic_changed(name: str) -> None:
+            loop.call_soon_threadsafe(apply, name)
+
+        link.on_topic_changed = on_topic_changed
+    broker.producer_ids.use_blocks_from(lambda size: link.zk.allocate_producer_id_block(broker.node_id, size))
     broker.cluster_id = link.start(broker.cluster_id)
     return link
 
@@ -144,7 +157,9 @@ class ZkBroker:
         self._watched_topics: set[str] = set()
         self._watched_states: set[tuple[str, int]] = set()
         self._closed = False
+        self._session_lost = False
         self.changed = threading.Condition()  # notified after each handled event (tests, create_topic)
+        self.on_topic_changed: Callable[[str], None] = lambda name: None
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -172,6 +187,7 @@ class ZkBroker:
     def _load_local_logs(self) -> None:
         """Open the logs on disk of replicas still assigned here; delete the rest (a topic
         deleted, or a replica moved, while this broker was down)."""
+        self.logs.replicated = True  # high watermarks from replication-offset-checkpoint
         configs: dict[tuple[str, int], LogConfig] = {}
         stale: list[tuple[str, int]] = []
         assignments: dict[str, TopicAssignment | None] = {}
@@ -180,20 +196,32 @@ class ZkBroker:
                 assignments[topic] = self.zk.topic_assignment(topic)
             found = assignments[topic]
             if found is not None and self.node_id in found.partitions.get(partition, ()):
-                configs[(topic, partition)] = LogConfig.from_dict(self.zk.topic_config(topic), defaults=self.defaults)
+                configs[(topic, partition)] = LogConfig.from_dict(
+                    self.zk.topic_config(topic), defaults=self.defaults
+                )
             else:
                 stale.append((topic, partition))
                 configs[(topic, partition)] = LogConfig.from_dict({}, defaults=self.defaults)
         self.logs.load(configs)
         if stale:
-            _log.info("deleting %d log(s) no longer assigned to broker %d: %s", len(stale), self.node_id, stale)
+            _log.info(
+                "deleting %d log(s) no longer assigned to broker %d: %s", len(stale), self.node_id, stale
+            )
             self.logs.delete_logs(stale)
 
     def _on_session(self, state: KazooState) -> None:
+        """Kazoo's session states. After LOST (the session expired: the registration and any
+        controllership are gone) kazoo connects again with a new session; only then, at
+        CONNECTED, can the broker register again and run for controller."""
+        if self._closed:
+            return
         if state == KazooState.LOST:
+            self._session_lost = True
             _log.warning(
                 "broker %d lost its ZooKeeper session; it re-registers on reconnection", self.node_id
             )
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
             self._queue("session")
 
     def close(self) -> None:
@@ -228,6 +256,13 @@ class ZkBroker:
             if isinstance(event, threading.Event):
                 event.set()
                 continue
+            if isinstance(event, tuple) and event[0] == "call":
+                _, call, future = event
+                try:
+                    future.set_result(call())
+                except BaseException as e:  # the caller raises it
+                    future.set_exception(e)
+                continue
             try:
                 self._handle(event)
             except ControllerMovedError as e:
@@ -239,6 +274,7 @@ class ZkBroker:
 
     def _handle(self, event: Any) -> None:
         if event == "session":
+            self.controller.session_lost()
             host, port = self.endpoint
             self.zk.register_broker(
                 BrokerRegistration(self.node_id, (("PLAINTEXT", host, port),), self.settings.broker_rack)
@@ -261,6 +297,8 @@ class ZkBroker:
             )
             if self.controller.active:
                 self.controller.on_brokers_changed()
+            for name in self.metadata.topic_names():  # a leader's endpoint may be known only now
+                self.on_topic_changed(name)
         elif event == "topics":
             self._sync_topics()
         elif event == "deletions":
@@ -284,6 +322,7 @@ class ZkBroker:
 
     def _forget(self, name: str) -> None:
         self.metadata.remove_topic(name)
+        self.on_topic_changed(name)
         self._watched_topics.discard(name)
         mine = [key for key in self.logs.logs() if key[0] == name]
         if mine:
@@ -309,7 +348,11 @@ class ZkBroker:
                 states.append(PartitionState(NO_LEADER, -1, replicas, ()))
                 continue
             offline = tuple(b for b in replicas if self.metadata.broker(b) is None)
-            states.append(PartitionState(state.leader, state.leader_epoch, replicas, state.isr, offline))
+            states.append(
+                PartitionState(
+                    state.leader, state.leader_epoch, replicas, state.isr, offline, state.zk_version
+                )
+            )
         self.metadata.put_topic(TopicMetadata(name, assignment.topic_id, config, tuple(states)))
         missing = {
             (name, p): config
@@ -319,6 +362,44 @@ class ZkBroker:
         if missing:
             self.logs.create_logs(missing)
         self.logs.set_config(name, config)
+        self.on_topic_changed(name)
+
+    # -- ISR changes (AlterPartition, when this broker is the controller) -------
+
+    @property
+    def is_controller(self) -> bool:
+        return self.controller.active
+
+    def alter_partition(
+        self,
+        topic: str,
+        partition: int,
+        leader: int,
+        leader_epoch: int,
+        isr: tuple[int, ...],
+        partition_epoch: int,
+    ) -> tuple[ErrorCode, PartitionState | None]:
+        """A leader's ISR change, made by the controller on the worker thread (the controller is
+        single-threaded); blocks until done. (error, the partition's state after it or None)."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def call() -> tuple[ErrorCode, Any]:
+            return self.controller.alter_partition(
+                topic, partition, leader, leader_epoch, isr, partition_epoch
+            )
+
+        self._queue(("call", call, future))
+        try:
+            error, state = future.result(30)
+        except (ControllerMovedError, concurrent.futures.TimeoutError):
+            return ErrorCode.not_controller, None
+        if state is None:
+            return error, None
+        replicas = self.metadata.partition_state(topic, partition)
+        assigned = replicas.replicas if replicas is not None else tuple(state.isr)
+        return error, PartitionState(
+            state.leader, state.leader_epoch, assigned, state.isr, (), state.zk_version
+        )
 
     def _delete_marked(self) -> None:
         for name in self.zk.topics_to_delete():
@@ -333,7 +414,7 @@ class ZkBroker:
         partitions: int,
         config: Mapping[str, Any],
         replication_factor: int = 1,
-        assignment: Mapping[int, list[int]] | None = None,
+        assignment: Mapping[int, Sequence[int]] | None = None,
         timeout: float = 30.0,
     ) -> None:
         """Write the topic's assignment and config; return once this broker's metadata has it

@@ -113,7 +113,9 @@ def _plan(cls: type) -> tuple[tuple[str, str, type | None, bool], ...]:
     plan: list[tuple[str, str, type | None, bool]] = []
     for field in dataclasses.fields(cls):
         kind = classify_field(field)
-        has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+        has_default = (
+            field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+        )
         if isinstance(kind, EntityTupleField):
             plan.append((field.name, "entities", kind.type_, has_default))
         elif isinstance(kind, EntityField):

@@ -72,7 +72,6 @@ class ResponseBuffer:
         return self.chunks
 
 
-
 class RawBody(bytes):
     """A response body a handler encoded itself (the hot paths); sent as it is."""
 

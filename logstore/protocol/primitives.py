@@ -23,7 +23,6 @@ class ProtocolError(Exception):
     """Bytes that break the protocol: the broker closes the connection after a log line; the client fails the request and reconnects."""
 
 
-
 class MalformedRequest(ProtocolError, ValueError):
     """A request body whose lengths or nulls break its schema, found before kio reads it."""
 

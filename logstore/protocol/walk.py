@@ -57,7 +57,6 @@ class _Shape:
     exact: bool
 
 
-
 def _fixed(size: int, name: str) -> _Shape:
     def fixed(frame: bytes | memoryview, at: int, end: int) -> int:
         at += size

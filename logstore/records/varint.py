@@ -37,7 +37,9 @@ def uvarint_bytes(value: int) -> bytes:
     return bytes(out)
 
 
-def read_uvarint(data: bytes | bytearray | memoryview, at: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
+def read_uvarint(
+    data: bytes | bytearray | memoryview, at: int, end: int, max_bytes: int = 5
+) -> tuple[int, int]:
     """The unsigned varint at ``at``: (value, the offset after it). O(its bytes)."""
     value = shift = 0
     for _ in range(max_bytes):
@@ -57,7 +59,9 @@ def varint_bytes(value: int) -> bytes:
     return uvarint_bytes(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
-def read_varint(data: bytes | bytearray | memoryview, at: int, end: int, max_bytes: int = 10) -> tuple[int, int]:
+def read_varint(
+    data: bytes | bytearray | memoryview, at: int, end: int, max_bytes: int = 10
+) -> tuple[int, int]:
     """The zigzag varint at ``at``: (value, the offset after it)."""
     raw, at = read_uvarint(data, at, end, max_bytes)
     return (raw >> 1) ^ -(raw & 1), at

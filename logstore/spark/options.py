@@ -108,14 +108,16 @@ class SinkOptions:
     batch_bytes: int
 
 
-def _split(options: Mapping[str, str], known: Mapping[str, str], role: str) -> tuple[dict[str, str], dict[str, str]]:
+def _split(
+    options: Mapping[str, str], known: Mapping[str, str], role: str
+) -> tuple[dict[str, str], dict[str, str]]:
     """(own options by Kafka's spelling, client settings without ``kafka.``); unknown names raise."""
     own: dict[str, str] = {}
     client: dict[str, str] = {}
     for raw, value in options.items():
         name = raw.lower()
         if name.startswith("kafka."):
-            key = raw[len("kafka."):].lower()
+            key = raw[len("kafka.") :].lower()
             if key in REFUSED_CLIENT_KEYS:
                 raise OptionError(f"option kafka.{key} is not supported: {REFUSED_CLIENT_KEYS[key]}")
             client[key] = str(value)
@@ -148,7 +150,7 @@ def _where(own: Mapping[str, str], client: Mapping[str, str]) -> str | None:
             "or path (a logstore data directory)"
         )
     if path and path.startswith("embedded://"):
-        path = path[len("embedded://"):]
+        path = path[len("embedded://") :]
     return path or None
 
 
@@ -237,13 +239,17 @@ def _subscription(own: Mapping[str, str]) -> Subscription:
         try:
             return Subscription(pattern=re.compile(text))
         except re.error as e:
-            raise OptionError(f"option subscribePattern is not a valid regular expression ({e}): {text!r}") from None
+            raise OptionError(
+                f"option subscribePattern is not a valid regular expression ({e}): {text!r}"
+            ) from None
     example = '{"topicA": [0, 1], "topicB": [2]}'
     assigned: list[tuple[str, int]] = []
     for topic, parts in _json_object("assign", text, example).items():
         if not isinstance(parts, list) or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0
                                                   for p in parts):  # fmt: skip
-            raise OptionError(f"option assign: topic {topic!r} needs a list of partition numbers, e.g. {example}")
+            raise OptionError(
+                f"option assign: topic {topic!r} needs a list of partition numbers, e.g. {example}"
+            )
         assigned += [(str(topic), p) for p in parts]
     if not assigned:
         raise OptionError(f"option assign names no partition: {text!r}; e.g. {example}")
@@ -269,7 +275,9 @@ def _offsets_option(own: Mapping[str, str], name: str, default: str, *, streamin
                 raise OptionError(f"option {name}: {topic}[{partition}] = {offset} is not an offset "
                                   f"(-2 earliest, -1 latest, or >= 0)")  # fmt: skip
             if not starting and offset == EARLIEST:
-                raise OptionError(f"option endingOffsets: {topic}[{partition}] = -2 (earliest) is not allowed")
+                raise OptionError(
+                    f"option endingOffsets: {topic}[{partition}] = -2 (earliest) is not allowed"
+                )
             if starting and offset == LATEST and not streaming:
                 raise OptionError(f"option startingOffsets: {topic}[{partition}] = -1 (latest) is not allowed "
                                   f"in a batch query")  # fmt: skip
@@ -308,7 +316,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
     own, client = _split(options, READ_OPTIONS, "streaming source" if streaming else "source")
     path = _where(own, client)
     sub = _subscription(own)
-    starting = _offsets_option(own, "startingOffsets", "latest" if streaming else "earliest", streaming=streaming)
+    starting = _offsets_option(
+        own, "startingOffsets", "latest" if streaming else "earliest", streaming=streaming
+    )
     if streaming and "endingOffsets" in own:
         raise OptionError("endingOffsets is for batch queries; a streaming query reads on as data arrives")
     if streaming and ("endingTimestamp" in own or "endingOffsetsByTimestamp" in own):
@@ -320,7 +330,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
     end_by_time = own.get("endingOffsetsByTimestamp")
     strategy = own.get("startingOffsetsByTimestampStrategy", "error").lower()
     if strategy not in ("error", "latest"):
-        raise OptionError(f"option startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}")
+        raise OptionError(
+            f"option startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}"
+        )
     parsed = SourceOptions(
         subscription=sub,
         path=path,

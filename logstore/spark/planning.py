@@ -70,7 +70,9 @@ def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
     return [OffsetRange(r.topic, r.partition, a, b) for a, b in itertools.pairwise(bounds)]
 
 
-def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], limit: int) -> Offsets:
+def rate_limit(
+    start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], limit: int
+) -> Offsets:
     """End offsets that admit about ``limit`` offsets in all (Spark's ``rateLimit``).
 
     Each partition with new data gets its share ``limit * size / total``,

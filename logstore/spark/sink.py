@@ -92,7 +92,9 @@ def _binary(batch: pa.RecordBatch, name: str, required: bool) -> pa.Array | None
     if column.type in TEXT_TYPES or column.type == pa.large_binary():
         column = column.cast(pa.binary())
     if column.type != pa.binary():
-        raise OptionError(f"column {name!r} must be binary or string, not {column.type}; cast it in the query")
+        raise OptionError(
+            f"column {name!r} must be binary or string, not {column.type}; cast it in the query"
+        )
     return column
 
 
@@ -106,7 +108,9 @@ def _check_columns(schema: pa.Schema, topic_option: str | None) -> None:
         if name in schema.names:
             kind = schema.field(name).type
             if kind not in TEXT_TYPES and kind not in BINARY_TYPES and kind != pa.null():
-                raise OptionError(f"column {name!r} must be binary or string, not {kind}; cast it in the query")
+                raise OptionError(
+                    f"column {name!r} must be binary or string, not {kind}; cast it in the query"
+                )
     if "topic" in schema.names and schema.field("topic").type not in (*TEXT_TYPES, pa.null()):
         raise OptionError(f"column 'topic' must be a string, not {schema.field('topic').type}")
     if "partition" in schema.names and not pa.types.is_integer(schema.field("partition").type):
@@ -143,11 +147,14 @@ def _topics(batch: pa.RecordBatch, option: str | None) -> tuple[list[str], np.nd
     if column.null_count:
         raise OptionError("a row has a null topic; set the topic option or fill the topic column")
     encoded = column.cast(pa.string()).dictionary_encode()
-    return [str(t) for t in encoded.dictionary.to_pylist()], encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return [str(t) for t in encoded.dictionary.to_pylist()], encoded.indices.to_numpy(
+        zero_copy_only=False
+    ).astype(np.int64)
 
 
 def _row_sizes(keys: pa.Array | None, values: pa.Array, headers: pa.Array | None) -> np.ndarray:
     """An upper bound of each row's encoded size (for cutting record batches)."""
+
     def lengths(column: pa.Array) -> np.ndarray:
         return np.asarray(pc.fill_null(pc.binary_length(column), 0), dtype=np.int64)
 
@@ -281,7 +288,9 @@ def route(batch: pa.RecordBatch, topic_option: str | None, counts: PartitionCoun
         rows = codes == index
         bad = rows & (parts >= count)
         if bad.any():
-            raise OptionError(f"a row asks for partition {int(parts[bad][0])} of {topic!r}, which has {count}")
+            raise OptionError(
+                f"a row asks for partition {int(parts[bad][0])} of {topic!r}, which has {count}"
+            )
         need = rows & (parts < 0)
         if need.any() and keys is not None:
             chosen = np.asarray(partitions_for_keys(keys, count), dtype=np.int64)
@@ -335,7 +344,9 @@ def sink_id(options: SinkOptions) -> str:
     if options.sink_id:
         return options.sink_id
     if not options.checkpoint:
-        raise OptionError("a streaming write needs a checkpointLocation (or the sinkId option) to be exactly once")
+        raise OptionError(
+            "a streaming write needs a checkpointLocation (or the sinkId option) to be exactly once"
+        )
     location = options.checkpoint
     if "://" not in location:
         location = os.path.abspath(location)
@@ -499,7 +510,9 @@ class SinkCommitter:
         resume: dict[TopicPartition, int] = {}
         for tp in tps:
             state = states.get(tp)
-            if state is not None and (state.batch > batch or (state.batch == batch and state.state == "done")):
+            if state is not None and (
+                state.batch > batch or (state.batch == batch and state.state == "done")
+            ):
                 continue  # this batch (or a later one) is already there
             if state is not None and state.batch == batch:
                 resume[tp] = state.start  # a crash mid-append: see what landed
@@ -534,7 +547,7 @@ class SinkCommitter:
                 marks = [bytes(v or b"").decode() for k, v in records_list[0].headers if k == MARKER]
                 if not marks or not marks[0].startswith(prefix):
                     continue
-                task = int(marks[0][len(prefix):])
+                task = int(marks[0][len(prefix) :])
                 counter = found.setdefault(task, collections.Counter())
                 for record in records_list:
                     counter[_row_key(record)] += 1
@@ -562,7 +575,7 @@ class SinkCommitter:
             marker = f"{self.sink}:{batch}:{unit.task}"
             out = []
             for i in range(0, len(rest), 1000):
-                chunk = rest[i:i + 1000]
+                chunk = rest[i : i + 1000]
                 records = [Record(key=r.key, value=r.value, headers=([(MARKER, marker.encode())] if j == 0 else [])
                                   + [h for h in r.headers if h[0] != MARKER])
                            for j, r in enumerate(chunk)]  # fmt: skip

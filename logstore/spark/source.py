@@ -67,7 +67,9 @@ HEADERS_SCHEMA = SCHEMA + ", headers array<struct<key: string, value: binary>>"
 class RangePartition(InputPartition):
     """One task's input: an offset range, where it lives and how to read it (pickled to the executor)."""
 
-    def __init__(self, piece: OffsetRange, where: Where, include_headers: bool, fail_on_data_loss: bool) -> None:
+    def __init__(
+        self, piece: OffsetRange, where: Where, include_headers: bool, fail_on_data_loss: bool
+    ) -> None:
         super().__init__(piece)
         self.piece = piece
         self.where = where
@@ -165,13 +167,17 @@ class OffsetResolver:
             result[tp] = offset
         return result
 
-    def starting(self, partitions: list[TopicPartition], bounds: dict[TopicPartition, tuple[int, int]]) -> Offsets:
+    def starting(
+        self, partitions: list[TopicPartition], bounds: dict[TopicPartition, tuple[int, int]]
+    ) -> Offsets:
         timed = self.by_time(partitions, bounds, ending=False)
         if timed is not None:
             return timed
         return self.resolve(self.options.starting, partitions, "startingOffsets", bounds)
 
-    def ending(self, partitions: list[TopicPartition], bounds: dict[TopicPartition, tuple[int, int]]) -> Offsets:
+    def ending(
+        self, partitions: list[TopicPartition], bounds: dict[TopicPartition, tuple[int, int]]
+    ) -> Offsets:
         timed = self.by_time(partitions, bounds, ending=True)
         if timed is not None:
             return timed

@@ -17,9 +17,21 @@ concurrent appenders share fsyncs (group commit: whoever fsyncs makes every
 append before it durable). Readers take no lock: they read whole batches
 below the LEO they saw, so a reader never sees a half-written batch.
 
+Leader epochs (replication, KIP-101): ``leader-epoch-checkpoint`` beside
+the segments holds the start offset of every leader epoch in the log
+(:mod:`logstore.storage.epochs`; a log that was never replicated has none
+and stamps its batches with epoch -1). A batch's epoch is not CRC-covered:
+every scan refuses an epoch above the cache's latest (``leader_epoch_max``)
+or below an earlier batch's, so the log's epochs never decrease.
+
 Crash policy: see :mod:`logstore.storage.loader`. Deleted segments are
 renamed ``.deleted`` before their files go, so a crash mid-deletion leaves
-nothing that could be served.
+nothing that could be served. A new epoch is written to the epoch file
+(fsynced, atomically renamed; a torn ``.tmp`` is ignored) before any batch
+carrying it, so after a crash every batch's epoch is at most the file's
+latest and the loader accepts it; epoch entries the crash left past the
+recovered log end or before its start are dropped on load (Kafka's
+LogLoader).
 
 Invariants: segment base offsets increase; the active segment is the last;
 ``log_start_offset <= HW <= LEO``; ``recovery_point <= LEO``.
@@ -54,6 +66,7 @@ from logstore.records.batch import Columns, batches_of, columns_of, scan
 from logstore.records.builder import RecordLike, has_keyless
 from logstore.storage.checkpoints import fsync_directory, read_offsets, write_offsets
 from logstore.storage.config import LogConfig
+from logstore.storage.epochs import LeaderEpochFileCache
 from logstore.storage.index import IndexFullError
 from logstore.storage.loader import LogLoader
 from logstore.storage.segment import LogSegment, SegmentRead
@@ -61,6 +74,8 @@ from logstore.storage.segment import LogSegment, SegmentRead
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
+# Any int32 leader epoch: a scan of a follower's batches then checks only their order.
+_ANY_EPOCH = 0x7FFFFFFF
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -168,11 +183,13 @@ class Log:
         self._flush_lock = threading.Lock()
         self._closed = False
         self._high_watermark: int | None = None
-        # The largest leader epoch a batch may carry (-1 until replication
-        # assigns epochs): epochs are not CRC-covered, so this range is their check.
-        self.leader_epoch_max = -1
         self._last_flush = time.monotonic()
         os.makedirs(path, exist_ok=True)
+        # Read before the load: its scans refuse batches whose epoch passes leader_epoch_max.
+        self.epochs = LeaderEpochFileCache(path)
+        # The largest leader epoch a batch may carry (-1 until replication
+        # assigns epochs): epochs are not CRC-covered, so this range is their check.
+        self.leader_epoch_max = self.epochs.latest_epoch
         if self._standalone:
             recovery_point, log_start_offset, clean_shutdown = self._read_own_state()
         self._load(recovery_point or 0, log_start_offset or 0, bool(clean_shutdown))
@@ -221,6 +238,9 @@ class Log:
         self.log_start_offset = min(max(log_start_offset, first_base), self.log_end_offset)
         self.recovery_point = self.log_end_offset
         self._durable_offset = self.log_end_offset
+        # Kafka's LogLoader: forget epochs a crash (or a truncation cut short) left outside the log.
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
 
     # -- state -------------------------------------------------------------
 
@@ -268,7 +288,10 @@ class Log:
                 return None
             base_offset = install()
             new = LogSegment.open(self.path, base_offset, **self._segment_args(False))
-            assert old and base_offset == old[0].base_offset, (base_offset, old[0].base_offset if old else None)
+            assert old and base_offset == old[0].base_offset, (
+                base_offset,
+                old[0].base_offset if old else None,
+            )
             for segment in old:
                 del self.segments[segment.base_offset]
             self.segments[new.base_offset] = new
@@ -296,12 +319,29 @@ class Log:
         """Bytes in all segments."""
         return sum(s.size for s in self.segments.values())
 
+    @property
+    def latest_epoch(self) -> int:
+        """The latest leader epoch of the log's epoch cache; -1 when it has none. O(1)."""
+        return self.epochs.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch (KIP-279): (the largest epoch <= ``epoch``, its end offset).
+
+        See :meth:`LeaderEpochFileCache.end_offset_for`; the latest epoch
+        ends at the log end offset. O(log epochs).
+        """
+        with self._lock:
+            self._check_open()
+            return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
     # -- appending ---------------------------------------------------------
 
     def append(self, records: Iterable[RecordLike], timestamp: int | None = None) -> AppendInfo:
         """Append records (bytes, (key, value) pairs or Records) as one batch.
 
         With ``flush.messages=1`` the records are on disk when this returns.
+        The batch joins the log's latest leader epoch (-1 in a log that was
+        never replicated), so the log's epochs never decrease.
         """
         if "compact" in self.config.cleanup_policy:
             # Checked on the Python objects: cheaper than decoding the built batch again.
@@ -311,9 +351,12 @@ class Log:
         with self._lock:
             self._check_open()
             first = self.log_end_offset
-            batch: bytes | bytearray = build_batch(records, base_offset=first, timestamp=timestamp)
+            epoch = self.epochs.latest_epoch
+            batch: bytes | bytearray = build_batch(
+                records, base_offset=first, timestamp=timestamp, partition_leader_epoch=epoch
+            )
             if self.config.message_timestamp_type == "LogAppendTime":
-                batch = self._stamp_append_time(bytearray(batch), first)
+                batch = self._stamp_append_time(bytearray(batch), first, epoch)
             if len(batch) > self.config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"a batch of {len(batch)} bytes exceeds max.message.bytes={self.config.max_message_bytes}; "
@@ -324,32 +367,33 @@ class Log:
         return info
 
     @staticmethod
-    def _stamp_append_time(buf: bytearray, first: int) -> bytearray:
+    def _stamp_append_time(buf: bytearray, first: int, epoch: int) -> bytearray:
         """Mark batches LogAppendTime with the broker's clock (re-sealing their CRCs)."""
         last = ffi.new("int64_t *")
-        rc = lib.ls_assign_offsets(ffi.from_buffer(buf), len(buf), first, -1, int(time.time() * 1000), last)
+        now = int(time.time() * 1000)
+        rc = lib.ls_assign_offsets(ffi.from_buffer(buf), len(buf), first, epoch, now, last)
         if rc != 0:
             raise_for(rc, "stamping LogAppendTime")
         return buf
 
-    def append_batch(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+    def append_batch(self, data: bytes | bytearray | memoryview, leader_epoch: int = -1) -> AppendInfo:
         """Append pre-encoded v2 batches (the broker's path): validate in C, assign offsets, store.
 
-        Offsets (and LogAppendTime) are written into the batches in place when
-        ``data`` is writable (a bytearray or writable memoryview, as a request
-        buffer is); read-only ``bytes`` are copied first.
+        Offsets, ``leader_epoch`` (and LogAppendTime) are written into the
+        batches in place when ``data`` is writable (a bytearray or writable
+        memoryview, as a request buffer is); read-only ``bytes`` are copied
+        first. A new ``leader_epoch`` is made durable in the epoch cache
+        before the batches are written (Kafka's appendAsLeader). An epoch
+        below the log's latest raises InvalidArgumentError: a stale leader's
+        batches (or unreplicated ones, -1, in a replicated log) would break
+        the log's epoch order.
         """
         state = scan(data)
         if state.stop != 0 or state.bytes_valid != len(data) or state.batch_count == 0:
             raise_for(state.stop or lib.LS_ERR_CORRUPT, "appending record batches")
         writable = isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
         buf = data if writable else bytearray(data)
-        limit = self.config.max_message_bytes
-        for batch in batches_of(memoryview(buf)):
-            if batch.size > limit:
-                raise RecordTooLargeError(
-                    f"a batch of {batch.size} bytes exceeds max.message.bytes={limit}; raise it or send smaller batches"
-                )
+        self._refuse_large_batches(buf)
         if "compact" in self.config.cleanup_policy:
             self._refuse_keyless(buf)
         append_time = int(time.time() * 1000) if self.config.message_timestamp_type == "LogAppendTime" else -1
@@ -357,12 +401,96 @@ class Log:
             self._check_open()
             first = self.log_end_offset
             last = ffi.new("int64_t *")
-            rc = lib.ls_assign_offsets(ffi.from_buffer(buf), len(buf), first, -1, append_time, last)
+            rc = lib.ls_assign_offsets(ffi.from_buffer(buf), len(buf), first, leader_epoch, append_time, last)
             if rc != 0:
                 raise_for(rc, "assigning offsets")
+            if leader_epoch != self.epochs.latest_epoch:  # the only cost to a log without replication
+                self._begin_epoch(leader_epoch, first)
             info = self._append_assigned(buf, first)
         self._after_append(info)
         return info
+
+    def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+        """Kafka's ``appendAsFollower``: store batches whose offsets and epochs the leader assigned.
+
+        The bytes are stored as they are (byte-identical to the leader's).
+        Checked first, in C: CRC and structure, offsets increasing (without
+        gaps unless the log is compacted), epochs never decreasing; a batch
+        above max.message.bytes raises RecordTooLargeError. The first batch
+        must start at the log end offset (or after it, in a compacted log)
+        and carry no epoch below the log's latest, else InvalidArgumentError:
+        the follower truncates first. Each new epoch is made durable in the
+        epoch cache before its first batch is written. Empty ``data``
+        changes nothing and returns (LEO, LEO - 1). O(bytes) in C; the
+        batches are walked in Python only when they bring a new epoch.
+        """
+        if not len(data):
+            end = self.log_end_offset
+            return AppendInfo(end, end - 1)
+        dense = self._active.scan_flags & lib.LS_SCAN_DENSE
+        checks = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS | lib.LS_SCAN_MONOTONIC | lib.LS_SCAN_EPOCH | dense
+        state = scan(data, checks, _ANY_EPOCH)
+        if state.stop != 0 or state.bytes_valid != len(data):
+            raise_for(state.stop or lib.LS_ERR_CORRUPT, "appending replicated record batches")
+        self._refuse_large_batches(data)
+        first_epoch = RecordBatch(memoryview(data)).partition_leader_epoch
+        last_epoch = state.leader_epoch_prev  # the scan's epoch check leaves the last batch's here
+        with self._lock:
+            self._check_open()
+            first = int(state.offset_first)
+            end = self.log_end_offset
+            if first < end or (dense and first != end):
+                raise InvalidArgumentError(
+                    f"{self.path}: replicated batches start at offset {first}, but a follower appends at its "
+                    f"log end offset {end}{'' if dense else ' or later'}; truncate to the leader's epoch end "
+                    "offset first"
+                )
+            latest = self.epochs.latest_epoch
+            if first_epoch != latest or last_epoch != latest:
+                for batch in batches_of(memoryview(data)):
+                    if batch.partition_leader_epoch != self.epochs.latest_epoch:
+                        self._begin_epoch(batch.partition_leader_epoch, batch.base_offset)
+            info = self._append_assigned(data, first)
+        self._after_append(info)
+        return info
+
+    def assign_epoch(self, epoch: int) -> None:
+        """Start leader ``epoch`` at the log end offset (Kafka's ``maybeAssignEpochStartOffset``).
+
+        A new leader calls it (Partition.makeLeader), so the previous epoch
+        ends where this one starts even before anything is appended in it.
+        The latest epoch again changes nothing; an earlier one raises
+        InvalidArgumentError. Durable when this returns.
+        """
+        with self._lock:
+            self._check_open()
+            self._begin_epoch(epoch, self.log_end_offset)
+
+    def _begin_epoch(self, epoch: int, start_offset: int) -> None:
+        """Make ``epoch`` durable from ``start_offset`` and let scans accept it, before any batch carries it."""
+        latest = self.epochs.latest_epoch
+        if epoch < latest:
+            raise InvalidArgumentError(
+                f"{self.path}: batches of leader epoch {epoch} at offset {start_offset} follow epoch {latest}; "
+                "a stale leader's batches are refused (a follower truncates to the new leader's epoch end "
+                "offset first)"
+            )
+        self.epochs.assign(epoch, start_offset)
+        if epoch > self.leader_epoch_max:
+            self.leader_epoch_max = epoch
+            for segment in self.segments.values():
+                segment.leader_epoch_max = epoch
+
+    def _refuse_large_batches(self, data: bytes | bytearray | memoryview) -> None:
+        """Kafka's max.message.bytes, per batch; data within it needs no walk."""
+        limit = self.config.max_message_bytes
+        if len(data) <= limit:
+            return
+        for batch in batches_of(memoryview(data)):
+            if batch.size > limit:
+                raise RecordTooLargeError(
+                    f"a batch of {batch.size} bytes exceeds max.message.bytes={limit}; raise it or send smaller batches"
+                )
 
     def _refuse_keyless(self, data: bytes | bytearray | memoryview) -> None:
         """A compacted log takes only records with keys (Kafka's LogValidator); one C decode.
@@ -593,6 +721,8 @@ class Log:
         with self._lock, self._flush_lock:
             self._check_open()
             if offset >= self.log_end_offset:
+                # As Kafka: an epoch assigned with no batch after it (a leader that appended nothing) goes.
+                self.epochs.truncate_from_end(self.log_end_offset)
                 return 0
             if offset < 0:
                 raise InvalidArgumentError(f"cannot truncate to a negative offset ({offset})")
@@ -606,6 +736,8 @@ class Log:
             if not segment.active:
                 segment = self._reactivate(segment)
             removed += segment.truncate_to(offset)
+            # After the log, as Kafka: a crash between leaves extra entries, which the load drops.
+            self.epochs.truncate_from_end(offset)
             self._after_truncation()
             return removed
 
@@ -616,6 +748,19 @@ class Log:
         self._refresh_active()
         return reopened
 
+    def truncate_fully_and_start_at(self, offset: int) -> int:
+        """Kafka's ``truncateFullyAndStartAt``: remove every record; the log restarts, empty, at ``offset``.
+
+        A follower whose log ends below the leader's log start starts over
+        there. The epoch cache is cleared. Returns the bytes removed.
+        O(segments).
+        """
+        if offset < 0:
+            raise InvalidArgumentError(f"a log cannot start at a negative offset ({offset})")
+        with self._lock, self._flush_lock:
+            self._check_open()
+            return self._truncate_fully_and_start_at(offset)
+
     def _truncate_fully_and_start_at(self, offset: int) -> int:
         removed = 0
         for base in list(self.segments.keys()):
@@ -623,8 +768,11 @@ class Log:
         self.segments[offset] = LogSegment.create(self.path, offset, **self._segment_args(active=True))
         self._refresh_active()
         fsync_directory(self.path)
-        self.log_start_offset = offset
-        self._after_truncation()
+        self.epochs.clear()
+        # Nothing is left below ``offset``: every offset of the log's state restarts there.
+        self.log_start_offset = self.recovery_point = self._durable_offset = offset
+        if self._high_watermark is not None:
+            self._high_watermark = offset
         return removed
 
     def _after_truncation(self) -> None:
@@ -710,6 +858,7 @@ class Log:
             deleted += 1
         first = self.segments.peekitem(0)[1].base_offset
         self.log_start_offset = max(self.log_start_offset, first)
+        self.epochs.truncate_from_start(self.log_start_offset)
         return deleted
 
     # -- lifecycle ---------------------------------------------------------

@@ -85,6 +85,9 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         self._closed = False
         self._loaded = False
+        # Replicated (a cluster broker): each log's HW is its own, from replication-offset-checkpoint
+        # (0 for a log not in it), never simply the log end as on a broker alone.
+        self.replicated = False
         self._lock_fd = self._acquire_directory_lock()
         self._logs: dict[TopicPartition, Log] = {}
         self._cleaner = Cleaner()
@@ -154,20 +157,25 @@ class LogManager:
             clean = os.path.exists(marker)
             recovery = read_offsets(os.path.join(self.data_dir, RECOVERY_POINT_FILE))
             starts = read_offsets(os.path.join(self.data_dir, LOG_START_FILE))
+            hws = read_offsets(os.path.join(self.data_dir, REPLICATION_FILE)) if self.replicated else {}
             for key, config in sorted(configs.items()):
-                self._logs[key] = Log(
+                log = self._logs[key] = Log(
                     self._log_path(*key),
                     config,
                     recovery_point=recovery.get(key, 0),
                     log_start_offset=starts.get(key, 0),
                     clean_shutdown=clean,
                 )
+                if self.replicated:
+                    log.high_watermark = max(log.log_start_offset, min(hws.get(key, 0), log.log_end_offset))
             if clean:
                 os.unlink(marker)
                 fsync_directory(self.data_dir)
             self._loaded = True
         if start_scheduler:
-            self._thread = threading.Thread(target=self._run_scheduler, name="logstore-scheduler", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run_scheduler, name="logstore-scheduler", daemon=True
+            )
             self._thread.start()
 
     def _log_path(self, topic: str, partition: int) -> str:
@@ -189,6 +197,8 @@ class LogManager:
                     if key in self._logs:
                         raise LogstoreError(f"the log of {key[0]}-{key[1]} exists already")
                     made[key] = Log(self._log_path(*key), config, recovery_point=0, clean_shutdown=True)
+                    if self.replicated:
+                        made[key].high_watermark = 0
             except BaseException:
                 for log in made.values():
                     log.close()
@@ -238,10 +248,12 @@ class LogManager:
                 {k: log.recovery_point for k, log in live.items()},
             )
             write_offsets(
-                os.path.join(self.data_dir, LOG_START_FILE), {k: log.log_start_offset for k, log in live.items()}
+                os.path.join(self.data_dir, LOG_START_FILE),
+                {k: log.log_start_offset for k, log in live.items()},
             )
             write_offsets(
-                os.path.join(self.data_dir, REPLICATION_FILE), {k: log.high_watermark for k, log in live.items()}
+                os.path.join(self.data_dir, REPLICATION_FILE),
+                {k: log.high_watermark for k, log in live.items()},
             )
 
     def run_retention(self) -> int:
@@ -295,7 +307,9 @@ class LogManager:
             except OSError:
                 # Disk full, I/O error: say so and keep the scheduler alive; the
                 # next tick retries, and appends report the error to their callers.
-                _log.exception("background flush, retention, cleaning or checkpoint failed in %s", self.data_dir)
+                _log.exception(
+                    "background flush, retention, cleaning or checkpoint failed in %s", self.data_dir
+                )
 
     # -- closing -----------------------------------------------------------
 

@@ -20,7 +20,6 @@ Threads: the Store's methods may be called from any thread. Topic listeners
 (:meth:`Store.add_topic_listener`) run under the Store's lock.
 """
 
-
 from __future__ import annotations
 
 import logging

@@ -1,55 +1,20 @@
 """Broker processes joined through a real ZooKeeper: one cluster, as Kafka clients see it.
 
-Replication is not built yet (docs/cluster.md): these topics have one replica
-per partition, spread over the brokers; what is tested is membership, the
-controller, metadata, routing and what a broker's death does to leadership.
+These topics have one replica per partition, spread over the brokers (what
+is tested is membership, the controller, metadata, routing and what a
+broker's death does to leadership); test_replication.py replicates.
 """
 
 from __future__ import annotations
 
 import os
-import pathlib
-import sys
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import pytest
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from brokerkit import BrokerProcess, wait_until
+from brokerkit import wait_until
+from clusterkit import BrokerProcess, broker_id, leaders, metadata
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
-
-
-@pytest.fixture
-def cluster(zk_connect: str, tmp_path: pathlib.Path) -> Iterator[Callable[..., BrokerProcess]]:
-    started: list[BrokerProcess] = []
-
-    def start(broker_id: int, rack: str | None = None, **overrides: str) -> BrokerProcess:
-        settings = {"zookeeper.connect": zk_connect, "broker.id": str(broker_id),
-                    "zookeeper.session.timeout.ms": "6000", **overrides}  # fmt: skip
-        if rack is not None:
-            settings["broker.rack"] = rack
-        broker = BrokerProcess(str(tmp_path / f"broker-{broker_id}" / "data"), settings)
-        os.makedirs(os.path.dirname(broker.data_dir), exist_ok=True)
-        started.append(broker)
-        return broker.start()
-
-    yield start
-    for broker in started:
-        if broker.alive:
-            assert broker.stop() == 0, broker.log_text()[-3000:]
-
-
-def metadata(bootstrap: str, topic: str | None = None) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-
-
-def leaders(bootstrap: str, topic: str) -> dict[int, int]:
-    found = metadata(bootstrap, topic).topics[topic].partitions
-    return {p: found[p].leader for p in found}
 
 
 def test_three_brokers_form_one_cluster(cluster: Callable[..., BrokerProcess]) -> None:
@@ -79,12 +44,12 @@ def test_three_brokers_form_one_cluster(cluster: Callable[..., BrokerProcess]) -
     # Each partition's log is on its leader only.
     for broker in brokers:
         held = {name for name in os.listdir(broker.data_dir) if name.startswith("spread-")}
-        mine = {f"spread-{p}" for p, leader in leaders(brokers[0].bootstrap, "spread").items() if leader == broker_id(broker)}
+        mine = {
+            f"spread-{p}"
+            for p, leader in leaders(brokers[0].bootstrap, "spread").items()
+            if leader == broker_id(broker)
+        }
         assert held == mine
-
-
-def broker_id(broker: BrokerProcess) -> int:
-    return int(broker.overrides["broker.id"])
 
 
 def test_a_dead_broker_leaves_the_metadata_and_its_partitions_come_back_with_it(
@@ -100,7 +65,9 @@ def test_a_dead_broker_leaves_the_metadata_and_its_partitions_come_back_with_it(
     on_three = [p for p, leader in leaders(brokers[1].bootstrap, "t").items() if leader == 3]
     brokers[3].kill()  # kill -9: its session expires after zookeeper.session.timeout.ms
     wait_until(lambda: len(metadata(brokers[1].bootstrap).brokers) == 2, "broker 3 gone", timeout=30)
-    wait_until(lambda: all(leaders(brokers[1].bootstrap, "t")[p] == -1 for p in on_three), "offline", timeout=30)
+    wait_until(
+        lambda: all(leaders(brokers[1].bootstrap, "t")[p] == -1 for p in on_three), "offline", timeout=30
+    )
     brokers[3].restart()  # the same id and data directory
     wait_until(lambda: all(leaders(brokers[2].bootstrap, "t")[p] == 3 for p in on_three), "back", timeout=30)
 

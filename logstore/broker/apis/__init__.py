@@ -62,6 +62,8 @@ _MODULES = (
     "list_groups",
     "delete_groups",
     "offset_delete",
+    "offset_for_leader_epoch",
+    "alter_partition",
 )
 
 

@@ -7,14 +7,16 @@ INVALID_TOPIC_EXCEPTION; an existing topic is TOPIC_ALREADY_EXISTS; a bad
 config (unknown key, bad value, null value) is INVALID_CONFIG with the
 reason. Then the layout: ``num_partitions`` -1 takes ``num.partitions``,
 ``replication_factor`` -1 takes ``default.replication.factor``; 0 or below
--1 is INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR, and a factor above 1
-is INVALID_REPLICATION_FACTOR (one broker). A manual assignment needs both
-counts at -1 (else INVALID_REQUEST), one replica per partition, that
-replica our node id, and partitions 0..n-1 (else INVALID_REPLICA_ASSIGNMENT,
-with Kafka's messages). Every error carries a message.
+-1 is INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR, and a factor above the
+registered brokers is INVALID_REPLICATION_FACTOR; ``min.insync.replicas``
+above the factor is INVALID_CONFIG (acks=all could never succeed). A manual
+assignment needs both counts at -1 (else INVALID_REQUEST), registered
+brokers each named once per partition, the same count for every partition,
+and partitions 0..n-1 (else INVALID_REPLICA_ASSIGNMENT, with Kafka's
+messages). Every error carries a message.
 
 ``validate_only`` runs every check and creates nothing. From v5 a result
-carries the partition count, replication factor 1 and the topic's resulting
+carries the partition count, replication factor and the topic's resulting
 configs (as DescribeConfigs reports them); v7 adds the topic ID (the zero
 UUID for ``validate_only``: no topic exists). The request timeout is not
 used: creation is done when the response is sent. kio starts at v2.
@@ -53,19 +55,20 @@ class Refused(Exception):
 
 
 def manual_assignment_error(broker: Broker, replicas: Any) -> str | None:
-    """Kafka's complaint about one partition's replica list on a one-broker cluster, or None."""
+    """Kafka's complaint about one partition's replica list, or None."""
     if not replicas:
         return "The manual partition assignment includes an empty replica list."
     for replica in replicas:
-        if replica != broker.node_id:
+        if broker.metadata.broker(replica) is None:
             return f"The manual partition assignment includes broker {replica}, but no such broker is registered."
-    if len(replicas) > 1:
-        return f"The manual partition assignment includes the broker {replicas[0]} more than once."
+    for replica in replicas:
+        if list(replicas).count(replica) > 1:
+            return f"The manual partition assignment includes the broker {replica} more than once."
     return None
 
 
-def _partition_count(broker: Broker, topic: Any) -> int:
-    """How many partitions the request asks for, or Refused."""
+def _layout(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[int]] | None]:
+    """(partitions, replication factor, manual assignment or None) the request asks for, or Refused."""
     if topic.assignments:
         if topic.replication_factor != -1:
             raise Refused(
@@ -93,7 +96,12 @@ def _partition_count(broker: Broker, topic: Any) -> int:
                 ErrorCode.invalid_replica_assignment,
                 "partitions should be a consecutive 0-based integer sequence",
             )
-        return len(seen)
+        manual = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        if len({len(replicas) for replicas in manual.values()}) > 1:
+            raise Refused(
+                ErrorCode.invalid_replica_assignment, "All partitions should have the same number of replicas"
+            )
+        return len(seen), len(manual[0]), manual
     if topic.replication_factor < -1 or topic.replication_factor == 0:
         raise Refused(
             ErrorCode.invalid_replication_factor,
@@ -116,17 +124,12 @@ def _partition_count(broker: Broker, topic: Any) -> int:
             f"Unable to replicate the partition {factor} time(s): The target replication factor of "
             f"{factor} cannot be reached because only {live} broker(s) are registered.",
         )
-    if factor > 1:
-        raise Refused(
-            ErrorCode.invalid_replication_factor,
-            f"replication factor {factor}: this cluster does not replicate partitions yet "
-            "(docs/cluster.md); use 1",
-        )
-    return int(broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions)
+    partitions = int(broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions)
+    return partitions, int(factor), None
 
 
-def _check(broker: Broker, topic: Any) -> tuple[int, LogConfig]:
-    """(partitions, config) for a creatable topic, or Refused."""
+def _check(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[int]] | None, LogConfig]:
+    """(partitions, replication factor, manual assignment, config) for a creatable topic, or Refused."""
     metadata = broker.metadata
     name = topic.name
     try:
@@ -149,22 +152,31 @@ def _check(broker: Broker, topic: Any) -> tuple[int, LogConfig]:
             ErrorCode.invalid_config, f"Null value not supported for topic configs: {','.join(nulls)}"
         )
     try:
-        config = LogConfig.from_dict({c.name: c.value for c in topic.configs}, defaults=broker.controller.defaults)
+        config = LogConfig.from_dict(
+            {c.name: c.value for c in topic.configs}, defaults=broker.controller.defaults
+        )
     except InvalidConfigError as e:
         raise Refused(ErrorCode.invalid_config, str(e)) from None
-    return _partition_count(broker, topic), config
+    partitions, factor, manual = _layout(broker, topic)
+    if config.min_insync_replicas > factor:
+        raise Refused(
+            ErrorCode.invalid_config,
+            f"min.insync.replicas={config.min_insync_replicas} is above the replication factor {factor}: "
+            "acks=all could never succeed; lower min.insync.replicas or raise the factor",
+        )
+    return partitions, factor, manual, config
 
 
-def _create(broker: Broker, topic: Any, validate_only: bool) -> tuple[int, LogConfig, uuid.UUID]:
-    partitions, config = _check(broker, topic)
+def _create(broker: Broker, topic: Any, validate_only: bool) -> tuple[int, int, LogConfig, uuid.UUID]:
+    partitions, factor, manual, config = _check(broker, topic)
     if validate_only:
-        return partitions, config, _ZERO_UUID
+        return partitions, factor, config, _ZERO_UUID
     try:
-        broker.controller.create_topic(topic.name, partitions, config.overrides)
+        broker.controller.create_topic(topic.name, partitions, config.overrides, factor, manual)
     except (LogstoreError, OSError) as e:
         raise Refused(error_for(e), str(e)) from None
-    _log.info("created topic %s with %d partitions", topic.name, partitions)
-    return partitions, broker.metadata.topic_config(topic.name), broker.metadata.topic_id(topic.name)
+    _log.info("created topic %s with %d partitions, replication factor %d", topic.name, partitions, factor)
+    return partitions, factor, broker.metadata.topic_config(topic.name), broker.metadata.topic_id(topic.name)
 
 
 def _config_results(ctx: RequestContext, module: Any, config: LogConfig) -> tuple[Any, ...]:
@@ -190,7 +202,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         fields: dict[str, Any] = {"topic_id": _ZERO_UUID, "configs": ()}
         try:
-            partitions, config, topic_id = await asyncio.get_running_loop().run_in_executor(
+            partitions, factor, config, topic_id = await asyncio.get_running_loop().run_in_executor(
                 None, _create, ctx.broker, topic, request.validate_only
             )  # off the event loop: files and fsyncs alone, the controller's answer in a cluster
         except Refused as e:
@@ -201,7 +213,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 error_message=None,
                 topic_id=topic_id,
                 num_partitions=partitions,
-                replication_factor=1,
+                replication_factor=factor,
                 configs=_config_results(ctx, module, config) if ctx.version >= 5 else (),
             )
         results.append(build(module.CreatableTopicResult, name=topic.name, **fields))

@@ -48,7 +48,10 @@ def _read_all(
         reads = []
         for partition in topic.partitions:
             limit = min(partition.partition_max_bytes, remaining)
-            read = replicas.read(topic.topic, partition.partition, partition.fetch_offset, limit, total == 0, upto)
+            read = replicas.read(
+                topic.topic, partition.partition, partition.fetch_offset, limit, total == 0, upto,
+                request.replica_id, getattr(partition, "current_leader_epoch", -1),
+            )  # fmt: skip
             size = read.read.size if read.read is not None else 0
             remaining -= size
             total += size

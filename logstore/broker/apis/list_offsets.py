@@ -13,6 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.partition import Partition
 from logstore.broker.server import Broker, RequestContext
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
@@ -21,12 +22,16 @@ from logstore.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMES
 
 
 def _lookup(
-    broker: Broker, topic: str, index: int, timestamp: int, consumer: bool
+    broker: Broker, topic: str, index: int, timestamp: int, consumer: bool, current_leader_epoch: int
 ) -> tuple[ErrorCode, int, int]:
     """(error, timestamp, offset) for one partition."""
-    log = broker.replica_manager.find_log(topic, index)
-    if log is None:
-        return ErrorCode.unknown_topic_or_partition, -1, -1
+    partition = broker.replica_manager.leader_partition(topic, index)
+    if not isinstance(partition, Partition):
+        return partition, -1, -1
+    error = partition.check_leader_epoch(current_leader_epoch)
+    if error != ErrorCode.none:
+        return error, -1, -1
+    log = partition.log
     if timestamp == LATEST_TIMESTAMP:
         return ErrorCode.none, -1, log.high_watermark if consumer else log.log_end_offset
     if timestamp == EARLIEST_TIMESTAMP:
@@ -50,7 +55,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for partition in topic.partitions:
             error, timestamp, offset = _lookup(
-                ctx.broker, topic.name, partition.partition_index, partition.timestamp, consumer
+                ctx.broker,
+                topic.name,
+                partition.partition_index,
+                partition.timestamp,
+                consumer,
+                getattr(partition, "current_leader_epoch", -1),
             )
             partitions.append(
                 build(

@@ -3,8 +3,9 @@
 The checks and the append are the ReplicaManager's
 (:meth:`~logstore.broker.replica_manager.ReplicaManager.append`: Kafka's
 ``LogValidator`` and ``UnifiedLog.append``); this module decodes the request,
-refuses transactional producers and bad ``acks`` for every partition, and
-encodes the answer. acks=0 sends no response. One partition's failure never
+refuses transactional producers and bad ``acks`` for every partition, waits
+for replication where acks=-1 asks for it (every partition appended first,
+then one wait for all, up to the request's timeout), and encodes the answer. acks=0 sends no response. One partition's failure never
 fails the others.
 """
 
@@ -33,6 +34,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error = ErrorCode.none
     replicas = ctx.broker.replica_manager
     responses = []
+    waiting = []
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
@@ -43,9 +45,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     result = await replicas.append(topic.name, data.index, data.records, acks)
                 except Exception:  # one partition's bug must not fail the others, nor the connection
                     _log.exception("producing to %s-%d failed", topic.name, data.index)
-                    result = AppendResult(ErrorCode.unknown_server_error, message="internal error; see broker log")
+                    result = AppendResult(
+                        ErrorCode.unknown_server_error, message="internal error; see broker log"
+                    )
             partitions.append((data.index, result))
+            if result.required_offset >= 0:
+                waiting.append((topic.name, data.index, result))
         responses.append((topic.name, partitions))
+    if waiting:  # acks=-1 on a replicated partition: every append first, then wait for all
+        await replicas.await_replication(waiting, request.timeout.total_seconds())
     if acks == 0:
         return None
     return RawBody(

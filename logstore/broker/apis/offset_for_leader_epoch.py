@@ -1,0 +1,65 @@
+"""OffsetForLeaderEpoch (key 23): where a leader epoch ends in the leader's log (KIP-101, KIP-279).
+
+For each partition this broker leads: the largest epoch in its leader-epoch
+cache at or below the one asked for, and the offset where that epoch ends
+(the start of the next epoch, or the log end for the current one); epoch and
+offset -1 when the log holds nothing that old. Followers truncate by it before
+fetching; consumers (KIP-320) check their position after a leader change.
+The ``current_leader_epoch`` a request carries is checked first:
+FENCED_LEADER_EPOCH if older than the leader's, UNKNOWN_LEADER_EPOCH if newer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.apis import Api
+from logstore.broker.partition import Partition
+from logstore.broker.server import RequestContext
+from logstore.protocol import NO_THROTTLE, build, codec
+
+
+def _end_offset(
+    ctx: RequestContext, topic: str, index: int, current: int, epoch: int
+) -> tuple[ErrorCode, int, int]:
+    partition = ctx.broker.replica_manager.leader_partition(topic, index)
+    if not isinstance(partition, Partition):
+        return partition, -1, -1
+    error = partition.check_leader_epoch(current)
+    if error != ErrorCode.none:
+        return error, -1, -1
+    found_epoch, end = partition.log.end_offset_for_epoch(epoch)
+    return ErrorCode.none, found_epoch, end
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(23, ctx.version).response_module
+    return build(
+        module.OffsetForLeaderEpochResponse,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            build(
+                module.OffsetForLeaderTopicResult,
+                topic=topic.topic,
+                partitions=tuple(
+                    build(
+                        module.EpochEndOffset,
+                        partition=p.partition,
+                        error_code=error,
+                        leader_epoch=epoch,
+                        end_offset=end,
+                    )
+                    for p in topic.partitions
+                    for error, epoch, end in (
+                        _end_offset(ctx, topic.topic, p.partition, p.current_leader_epoch, p.leader_epoch),
+                    )
+                ),
+            )
+            for topic in request.topics
+        ),
+    )
+
+
+API = Api(key=23, name="OffsetForLeaderEpoch", min_version=2, max_version=4, handle=handle)
