@@ -129,7 +129,9 @@ def produce_per_call(kafka: ModuleType, bootstrap: str, topic: str, n: int, valu
 
 def produce_batch(kafka: ModuleType, bootstrap: str, topic: str, n: int, value: bytes,
                   timeout: float) -> Callable[[], tuple[int, int]]:  # fmt: skip
-    producer = kafka.Producer({"bootstrap.servers": bootstrap, **PRODUCER, "delivery.report.only.error": True})
+    producer = kafka.Producer(
+        {"bootstrap.servers": bootstrap, **PRODUCER, "delivery.report.only.error": True}
+    )
     producer.list_topics(topic, timeout=CONNECT_TIMEOUT_S)
     values = [value] * BATCH
 
@@ -151,7 +153,9 @@ def produce_batch(kafka: ModuleType, bootstrap: str, topic: str, n: int, value: 
     return body
 
 
-def produce_kafka_python(bootstrap: str, topic: str, n: int, value: bytes, timeout: float) -> Callable[[], tuple[int, int]]:
+def produce_kafka_python(
+    bootstrap: str, topic: str, n: int, value: bytes, timeout: float
+) -> Callable[[], tuple[int, int]]:
     from kafka import KafkaProducer  # type: ignore[import-untyped]
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=1_048_576)
@@ -170,12 +174,16 @@ def produce_kafka_python(bootstrap: str, topic: str, n: int, value: bytes, timeo
     return body
 
 
-def produce_aiokafka(bootstrap: str, topic: str, n: int, value: bytes, timeout: float) -> Callable[[], tuple[int, int]]:
+def produce_aiokafka(
+    bootstrap: str, topic: str, n: int, value: bytes, timeout: float
+) -> Callable[[], tuple[int, int]]:
     def body() -> tuple[int, int]:
         async def run() -> None:
             from aiokafka import AIOKafkaProducer
 
-            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, max_batch_size=1_048_576)
+            producer = AIOKafkaProducer(
+                bootstrap_servers=bootstrap, acks=1, linger_ms=5, max_batch_size=1_048_576
+            )
             await producer.start()
             try:
                 deadline = time.monotonic() + timeout
@@ -197,7 +205,9 @@ def produce_aiokafka(bootstrap: str, topic: str, n: int, value: bytes, timeout: 
 # --------------------------------------------------------------------------- consume
 
 
-def consume(kafka: ModuleType, bootstrap: str, topic: str, n: int, timeout: float) -> Callable[[], tuple[int, int]]:
+def consume(
+    kafka: ModuleType, bootstrap: str, topic: str, n: int, timeout: float
+) -> Callable[[], tuple[int, int]]:
     config = {"bootstrap.servers": bootstrap, "group.id": "client-bench-unused", "enable.auto.commit": False,
               "auto.offset.reset": "earliest"}  # fmt: skip
     if kafka.__name__ == "confluent_kafka":
@@ -226,7 +236,9 @@ def consume(kafka: ModuleType, bootstrap: str, topic: str, n: int, timeout: floa
 def consume_kafka_python(bootstrap: str, topic: str, n: int, timeout: float) -> Callable[[], tuple[int, int]]:
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
 
     def body() -> tuple[int, int]:
         deadline = time.monotonic() + timeout
@@ -293,7 +305,9 @@ def embedded_run(n: int, value: bytes, timeout: float, workdir: str) -> dict[str
     if producer.flush(max(deadline - time.monotonic(), 1.0)):
         raise BenchError("embedded produce: records left unacknowledged")
     produced = time.perf_counter() - start
-    consumer = kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "emb", "auto.offset.reset": "earliest"})
+    consumer = kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "emb", "auto.offset.reset": "earliest"}
+    )
     consumer.subscribe(["emb"])
     start = time.perf_counter()
     got = 0
@@ -407,10 +421,22 @@ def one_run(args: argparse.Namespace, broker: Broker, run: int, workdir: str) ->
               lambda: produce_aiokafka(broker.bootstrap, f"ak-{run}", slow, value, timeout), slow)  # fmt: skip
     source = f"p-{args.clients[-1]}-{run}"
     for name in args.clients:
-        phase(f"consume {name}", source, lambda name=name: consume(module(name), broker.bootstrap, source, n, timeout), 0)
+        phase(
+            f"consume {name}",
+            source,
+            lambda name=name: consume(module(name), broker.bootstrap, source, n, timeout),
+            0,
+        )
     if slow:
-        phase("consume kafka-python", source, lambda: consume_kafka_python(broker.bootstrap, source, slow, timeout), 0)
-        phase("consume aiokafka", source, lambda: consume_aiokafka(broker.bootstrap, source, slow, timeout), 0)
+        phase(
+            "consume kafka-python",
+            source,
+            lambda: consume_kafka_python(broker.bootstrap, source, slow, timeout),
+            0,
+        )
+        phase(
+            "consume aiokafka", source, lambda: consume_aiokafka(broker.bootstrap, source, slow, timeout), 0
+        )
     if "logstore" in args.clients:
         print(f"run {run}: embedded ...", file=sys.stderr, flush=True)
         emb = embedded_run(n, value, timeout, workdir)
@@ -418,7 +444,9 @@ def one_run(args: argparse.Namespace, broker: Broker, run: int, workdir: str) ->
     if args.latency_seconds:
         for name in args.clients:
             print(f"run {run}: latency {name} ...", file=sys.stderr, flush=True)
-            lat = latency_run(module(name), broker.bootstrap, f"lat-{name}-{run}", 10_000, args.latency_seconds)
+            lat = latency_run(
+                module(name), broker.bootstrap, f"lat-{name}-{run}", 10_000, args.latency_seconds
+            )
             out.update({f"latency {name} {k}": v for k, v in lat.items()})
     for name in args.clients:
         print(f"run {run}: CLI consume {name} ...", file=sys.stderr, flush=True)
@@ -449,25 +477,40 @@ def report(runs: list[dict[str, float]]) -> dict[str, float]:
         ratio("consume logstore", f"consume {peer}", bar, f"consume / {peer}")
     if "embedded records_per_s" in med:
         v = med["embedded records_per_s"]
-        print(f"  {'embedded produce+consume records/s':<44} {v:,.0f}  (bar 2,000,000: {'met' if v >= 2e6 else 'NOT met'})")
+        print(
+            f"  {'embedded produce+consume records/s':<44} {v:,.0f}  (bar 2,000,000: {'met' if v >= 2e6 else 'NOT met'})"
+        )
     if "latency logstore p99_ms" in med:
         v = med["latency logstore p99_ms"]
         print(f"  {'end-to-end p99 at 10K/s (ms)':<44} {v:.2f}  (bar 5: {'met' if v <= 5 else 'NOT met'})")
     if "cli consume logstore" in med:
         v = med["cli consume logstore"]
-        print(f"  {'logstore consume to /dev/null records/s':<44} {v:,.0f}  (bar 500,000: {'met' if v >= 5e5 else 'NOT met'})")
+        print(
+            f"  {'logstore consume to /dev/null records/s':<44} {v:,.0f}  (bar 500,000: {'met' if v >= 5e5 else 'NOT met'})"
+        )
     return med
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--records", type=int, default=1_000_000, help="records per fast workload (default 1M)")
-    p.add_argument("--slow-records", type=int, default=100_000, help="records for kafka-python and aiokafka (0: skip them)")
+    p.add_argument(
+        "--slow-records",
+        type=int,
+        default=100_000,
+        help="records for kafka-python and aiokafka (0: skip them)",
+    )
     p.add_argument("--record-size", type=int, default=100)
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--latency-seconds", type=float, default=5.0, help="seconds of the latency workload (0: skip)")
+    p.add_argument(
+        "--latency-seconds", type=float, default=5.0, help="seconds of the latency workload (0: skip)"
+    )
     p.add_argument("--phase-timeout", type=float, default=300.0)
-    p.add_argument("--clients", nargs="+", default=["logstore", "confluent"], choices=["logstore", "confluent"])
+    p.add_argument(
+        "--clients", nargs="+", default=["logstore", "confluent"], choices=["logstore", "confluent"]
+    )
     p.add_argument("--quick", action="store_true", help="200K records, 20K slow, 1 run, 3 s of latency")
     p.add_argument("--json", default=None, help="write the medians and versions here")
     p.add_argument("--tmp-root", default=None)

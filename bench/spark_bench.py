@@ -85,7 +85,9 @@ def produce(bootstrap: str, topic: str, rows: int, size: int) -> None:
 def create(bootstrap: str, topic: str) -> None:
     from logstore.client.admin import AdminClient, NewTopic
 
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, PARTITIONS, 1)])[
+        topic
+    ].result(30)
 
 
 def high_watermarks(bootstrap: str, topic: str) -> int:
@@ -115,7 +117,9 @@ def log_bytes(data_dir: str, topic: str) -> int:
     return total
 
 
-def run_once(spark: Any, broker: Broker, args: argparse.Namespace, run: int, workdir: str) -> dict[str, float]:
+def run_once(
+    spark: Any, broker: Broker, args: argparse.Namespace, run: int, workdir: str
+) -> dict[str, float]:
     topic = f"bench-{run}"
     produce(broker.bootstrap, topic, args.rows, args.record_size)
     src = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic}
@@ -162,13 +166,17 @@ def run_once(spark: Any, broker: Broker, args: argparse.Namespace, run: int, wor
     frame.count()
 
     def write() -> int:
-        frame.write.format("logstore").mode("append").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", out).save()
+        frame.write.format("logstore").mode("append").option(
+            "kafka.bootstrap.servers", broker.bootstrap
+        ).option("topic", out).save()
         return args.rows
 
     rows, seconds = timed(write, args.phase_timeout, "write")
     figures["write (broker)"] = rows / seconds
     if high_watermarks(broker.bootstrap, out) != args.rows:
-        raise BenchError(f"the batch write left {high_watermarks(broker.bootstrap, out)} rows, not {args.rows}")
+        raise BenchError(
+            f"the batch write left {high_watermarks(broker.bootstrap, out)} rows, not {args.rows}"
+        )
     frame.unpersist()
 
     streamed = f"bench-stream-{run}"
@@ -203,12 +211,17 @@ def run_once(spark: Any, broker: Broker, args: argparse.Namespace, run: int, wor
     steady_ms = sum(p["durationMs"]["triggerExecution"] for p in steady)
     figures["stream exactly-once"] = steady_rows / (steady_ms / 1000) if steady_ms else 0.0
     if high_watermarks(broker.bootstrap, streamed) != args.stream_rows:
-        raise BenchError(f"the stream wrote {high_watermarks(broker.bootstrap, streamed)} rows, not {args.stream_rows}")
+        raise BenchError(
+            f"the stream wrote {high_watermarks(broker.bootstrap, streamed)} rows, not {args.stream_rows}"
+        )
 
     import logstore.arrow
 
     nbytes = log_bytes(broker.data_dir, topic)
-    for name, source in (("arrow table (path)", broker.data_dir), ("arrow table (broker)", {"bootstrap.servers": broker.bootstrap})):
+    for name, source in (
+        ("arrow table (path)", broker.data_dir),
+        ("arrow table (broker)", {"bootstrap.servers": broker.bootstrap}),
+    ):
         start = time.perf_counter()
         table = logstore.arrow.read_table(source, topic)
         seconds = time.perf_counter() - start
@@ -227,8 +240,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--phase-timeout", type=float, default=600)
     parser.add_argument("--stream-rows", type=int, default=2_000_000, help="rows the streaming query reads")
-    parser.add_argument("--trigger-rows", type=int, default=500_000,
-                        help="the streaming query's maxOffsetsPerTrigger (default 500,000)")
+    parser.add_argument(
+        "--trigger-rows",
+        type=int,
+        default=500_000,
+        help="the streaming query's maxOffsetsPerTrigger (default 500,000)",
+    )
     parser.add_argument("--quick", action="store_true", help="200K rows, 1 run")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
@@ -255,8 +272,17 @@ def main() -> int:
         warm = {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "warm-up"}
         spark.read.format("logstore").options(**warm).load().count()
         create(broker.bootstrap, "warm-up-out")
-        (spark.read.format("logstore").options(**warm).load().selectExpr("key", "value").write.format("logstore")
-         .mode("append").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", "warm-up-out").save())
+        (
+            spark.read.format("logstore")
+            .options(**warm)
+            .load()
+            .selectExpr("key", "value")
+            .write.format("logstore")
+            .mode("append")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", "warm-up-out")
+            .save()
+        )
         (spark.readStream.format("logstore").options(**warm).option("startingOffsets", "earliest")
          .option("maxOffsetsPerTrigger", "5000").load().selectExpr("key", "value").writeStream.format("logstore")
          .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", "warm-up-out")
@@ -283,7 +309,9 @@ def main() -> int:
             continue
         line = f"  {name:36} {value:12,.0f} rows/s"
         if name in BARS:
-            line += f"  (bar >= {BARS[name]:,.0f}/s{', and >= 0.5x Parquet' if name.startswith('read') else ''})"
+            line += (
+                f"  (bar >= {BARS[name]:,.0f}/s{', and >= 0.5x Parquet' if name.startswith('read') else ''})"
+            )
         print(line)
     if args.json:
         with open(args.json, "w") as f:

@@ -46,6 +46,7 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "producer.id.expiration.ms": ("int", 86_400_000, 1),
     "cluster.id": ("string", None, None),
     "offsets.topic.num.partitions": ("int", 50, 1),
+    "offsets.topic.replication.factor": ("int", 3, 1),  # in a cluster (alone: 1)
     "group.initial.rebalance.delay.ms": ("int", 3_000, 0),
     "group.min.session.timeout.ms": ("int", 6_000, 0),
     "group.max.session.timeout.ms": ("int", 1_800_000, 0),

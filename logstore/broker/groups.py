@@ -101,10 +101,20 @@ def offsets_appender_of(broker: Broker) -> OffsetsAppender:
 
 
 def ensure_offsets_topic(broker: Broker) -> int:
-    """Create ``__consumer_offsets`` if missing; returns its partition count."""
+    """Create ``__consumer_offsets`` if missing; returns its partition count.
+
+    In a cluster it gets ``offsets.topic.replication.factor`` replicas (Kafka's default 3); with
+    fewer live brokers than that the creation fails, as Kafka's does, and FindCoordinator answers
+    COORDINATOR_NOT_AVAILABLE until enough brokers are up. Blocks (call off the event loop there)."""
     wanted = broker.config.offsets_topic_num_partitions
     if not broker.metadata.has_topic(OFFSETS_TOPIC):
-        broker.controller.create_topic(OFFSETS_TOPIC, wanted, OFFSETS_TOPIC_CONFIG)
+        factor = broker.config.offsets_topic_replication_factor if broker.cluster_link is not None else 1
+        live = len(broker.metadata.brokers())
+        if factor > live:
+            raise LogstoreError(
+                f"{OFFSETS_TOPIC} needs offsets.topic.replication.factor={factor} brokers; {live} are up"
+            )
+        broker.controller.create_topic(OFFSETS_TOPIC, wanted, OFFSETS_TOPIC_CONFIG, factor)
         _log.info("created %s with %d partitions", OFFSETS_TOPIC, wanted)
         return int(wanted)
     count = broker.metadata.partitions(OFFSETS_TOPIC)
@@ -271,8 +281,40 @@ class OffsetsAppender:
         return ErrorCode.none
 
 
-def start_coordinator(broker: Broker) -> GroupCoordinator:
-    """Create and load ``__consumer_offsets``, and a running coordinator over it (call on the loop)."""
+def on_offsets_leadership(broker: Broker, topic: str, index: int, leader: bool) -> None:
+    """The ReplicaManager's hook: a ``__consumer_offsets`` partition's groups are served by this
+    broker from the moment it leads the partition (loaded from its log) until it no longer does."""
+    coordinator = broker.coordinator
+    if topic != OFFSETS_TOPIC or coordinator is None:
+        return
+    if not leader:
+        coordinator.release_partition(index)
+        _log.info("no longer coordinating the groups of %s-%d", OFFSETS_TOPIC, index)
+        return
+    log = broker.replica_manager.find_log(OFFSETS_TOPIC, index)
+    if log is not None:
+        coordinator.take_partition(index, read_partition(log), on_unreadable=_skip_unreadable)
+        _log.info("coordinating the groups of %s-%d", OFFSETS_TOPIC, index)
+
+
+def start_coordinator(broker: Broker, distributed: bool = False) -> GroupCoordinator:
+    """Create and load ``__consumer_offsets``, and a running coordinator over it (call on the loop).
+
+    ``distributed`` (a cluster broker): nothing is created or loaded here; the coordinator serves
+    the partitions this broker comes to lead (:func:`on_offsets_leadership`), and FindCoordinator
+    creates the topic on first use."""
+    if distributed:
+        partitions = (
+            broker.metadata.partition_count(OFFSETS_TOPIC) or broker.config.offsets_topic_num_partitions
+        )
+        config = CoordinatorConfig.from_properties(
+            {**broker.config.values, "offsets.topic.num.partitions": partitions}
+        )
+        appender = broker.offsets_appender = OffsetsAppender(broker, partitions)
+        coordinator = GroupCoordinator(config, clock=LoopClock(), writer=appender.write)
+        coordinator.serve_partitions_taken_only()
+        coordinator.start()
+        return coordinator
     partitions = ensure_offsets_topic(broker)
     values = dict(broker.config.values)
     values["offsets.topic.num.partitions"] = partitions

@@ -159,6 +159,8 @@ class Partition:
         self.state = state
         self.is_leader = True
         self.pending_isr = None
+        # Followers append without keeping producer state: rebuilt from the log on first use.
+        self._producers = None
         if self.log.latest_epoch < state.leader_epoch:
             self.log.assign_epoch(state.leader_epoch)  # Kafka's maybeAssignEpochStartOffset
         self.leader_epoch_start = self.log.log_end_offset
@@ -176,6 +178,7 @@ class Partition:
         self.is_leader = False
         self.pending_isr = None
         self.remotes = {}
+        self._producers = None
 
     def update_state(self, state: PartitionState) -> None:
         """The controller's word at the same leader epoch (an ISR change, a partition epoch)."""

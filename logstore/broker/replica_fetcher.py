@@ -92,6 +92,7 @@ class ReplicaFetcher:
         self.states: dict[tuple[str, int], FetchState] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
 
     def __repr__(self) -> str:
         return (
@@ -110,17 +111,20 @@ class ReplicaFetcher:
         self._changed.set()
 
     async def close(self) -> None:
+        """Stop fetching. The loop also checks a flag: Python 3.11's ``wait_for`` can swallow a
+        cancellation that lands as its inner call completes, and the loop would run on."""
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(self._task, 5)
         self.channel.close()
 
     # -- the loop ------------------------------------------------------------
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._closed:
             now = loop.time()
             ready = [s for s in self.states.values() if s.ready_at <= now]
             if not ready:

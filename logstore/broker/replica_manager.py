@@ -42,7 +42,7 @@ import asyncio
 import logging
 import struct
 import time
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -118,6 +118,9 @@ class ReplicaManager:
         self._following: dict[tuple[str, int], int] = {}  # partition -> the leader it is fetched from
         self._controller: BrokerChannel | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        # Told of each leadership gained (True) or lost (False): the group coordinator's hook.
+        self.on_leadership: Callable[[str, int, bool], None] = lambda topic, index, leader: None
 
     # -- partitions ----------------------------------------------------------
 
@@ -163,7 +166,11 @@ class ReplicaManager:
         return found
 
     def appended(self, topic: str, index: int) -> None:
-        """Wake the fetches waiting on a partition that was appended to outside :meth:`append`."""
+        """Wake the fetches waiting on a partition that was appended to outside :meth:`append`
+        (and, as its leader, move its HW: a partition with no other replica in sync has it at once)."""
+        partition = self._partitions.get((topic, index)) if self.replicated else None
+        if partition is not None and partition.is_leader:
+            partition.maybe_advance_high_watermark()
         self.purgatory.notify((topic, index))
 
     def logs(self) -> dict[tuple[str, int], Log]:
@@ -196,6 +203,12 @@ class ReplicaManager:
             state = partition.producers
             error, duplicate = state.check(producer_id, batch.producer_epoch, *sequence)
             if error != ErrorCode.none:
+                entry = state.entries.get(producer_id)
+                _log.info(
+                    "%s-%d: %s for producer %d epoch %d sequences %d-%d (last appended: %s)",
+                    topic, index, error.name, producer_id, batch.producer_epoch, *sequence,
+                    entry.batches[-1] if entry is not None and entry.batches else None,
+                )  # fmt: skip
                 return AppendResult(error, log_start=log.log_start_offset)
             if duplicate is not None:
                 return AppendResult(ErrorCode.none, duplicate.first_offset, -1, log.log_start_offset)
@@ -324,7 +337,8 @@ class ReplicaManager:
         task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
-        """Stop the fetchers and the ISR checks."""
+        """Stop the fetchers and the ISR checks (and start no more)."""
+        self._closing = True
         for task in list(self._tasks):
             task.cancel()
         for fetcher in list(self.fetchers.values()):
@@ -337,20 +351,25 @@ class ReplicaManager:
         """The controller's word on ``topic`` (its partition states in the MetadataCache): become
         leader or follower of each partition this broker holds a replica of (Kafka's
         ``becomeLeaderOrFollower``). On the event loop. O(partitions of the topic)."""
-        if not self.replicated:
+        if not self.replicated or self._closing:
             return
         count = self.metadata.partition_count(topic) or 0
         for key in [k for k in self._partitions if k[0] == topic and k[1] >= count]:
-            self._stop_following(key)
-            del self._partitions[key]
+            self._drop(key)
         for index in range(count):
             state = self.metadata.partition_state(topic, index)
             log = self.logs_by_partition.find_log(topic, index)
             if state is None or log is None or self.node_id not in state.replicas:
-                self._stop_following((topic, index))
-                self._partitions.pop((topic, index), None)
+                self._drop((topic, index))
                 continue
             self._apply_state(topic, index, log, state)
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        """Forget a partition this broker no longer holds (its topic deleted, or the replica moved)."""
+        self._stop_following(key)
+        partition = self._partitions.pop(key, None)
+        if partition is not None and partition.is_leader:
+            self.on_leadership(*key, False)
 
     def _apply_state(self, topic: str, index: int, log: Log, state: PartitionState) -> None:
         key = (topic, index)
@@ -370,12 +389,15 @@ class ReplicaManager:
                 _log.info(
                     "%s-%d: leader at epoch %d, isr %s", topic, index, state.leader_epoch, list(state.isr)
                 )
+                self.on_leadership(topic, index, True)
             else:
                 partition.update_state(state)
                 partition.maybe_advance_high_watermark()
             self.purgatory.notify(key)  # fetches see a new HW; delayed produces re-check the ISR
             return
         if partition.is_leader or old.leader_epoch != state.leader_epoch or old.leader != state.leader:
+            if partition.is_leader:
+                self.on_leadership(topic, index, False)
             partition.make_follower(state)
             self._follow(partition, state)
             self.purgatory.notify(key)  # waiting fetches and produces learn they lost leadership

@@ -355,6 +355,10 @@ class Broker:
                 self.bound.append((address[0], address[1]))
         host, port = self.advertised
         if self.config.zookeeper_connect:
+            # In a cluster the coordinator serves the groups of the __consumer_offsets partitions
+            # this broker leads, loaded and dropped as leadership comes and goes.
+            self.coordinator = start_coordinator(self, distributed=True)
+            self.replica_manager.on_leadership = self._on_leadership
             self.replica_manager.start_replication(
                 self._fetcher_settings(), self.config.replica_lag_time_max_ms
             )
@@ -363,12 +367,15 @@ class Broker:
                 self.replica_manager.apply_states(name)
         else:
             self.metadata.set_brokers([BrokerEndpoint(self.node_id, host, port, self.config.broker_rack)])
-            # Consumer groups in a cluster need the coordinator to follow __consumer_offsets'
-            # leaders: not built yet (docs/cluster.md); alone, this broker leads them all.
-            self.coordinator = start_coordinator(self)
+            self.coordinator = start_coordinator(self)  # alone, this broker leads every partition
         for listening in self._servers:
             await listening.start_serving()
         self._reaper = loop.create_task(self._reap_idle())
+
+    def _on_leadership(self, topic: str, index: int, leader: bool) -> None:
+        from logstore.broker.groups import on_offsets_leadership
+
+        on_offsets_leadership(self, topic, index, leader)
 
     def _fetcher_settings(self) -> FetcherSettings:
         config = self.config
@@ -406,6 +413,14 @@ class Broker:
         if self._closed:
             return
         self._closed = True
+        if self.cluster_link is not None:  # Kafka's controlled shutdown: leaderships move first
+            loop = asyncio.get_running_loop()
+            started = time.monotonic()
+            kept = await loop.run_in_executor(None, self.cluster_link.controlled_shutdown, 10.0)
+            _log.info(
+                "controlled shutdown: leaderships moved in %.2f s; %d kept (no other replica in sync)",
+                time.monotonic() - started, len(kept),
+            )  # fmt: skip
         for server in self._servers:
             server.close()
         if self._reaper is not None:

@@ -76,6 +76,7 @@ class ZkController:
         self.unclean_leader_election = unclean_leader_election
         self.epoch: int | None = None  # set while this broker is the active controller
         self.epoch_version = -1  # /controller_epoch's znode version when this broker won it
+        self.shutting_down: set[int] = set()  # brokers in controlled shutdown: never added to an ISR
 
     @property
     def active(self) -> bool:
@@ -178,11 +179,15 @@ class ZkController:
 
     # -- brokers leaving -----------------------------------------------------
 
-    def on_brokers_changed(self, shutting_down: Collection[int] = ()) -> ElectionResult:
+    def on_brokers_changed(self, shutting_down: Collection[int] | None = None) -> ElectionResult:
         """Elect new leaders where the leader is gone (or shutting down), and take dead (or
-        shutting-down) replicas out of every ISR. One pass over every partition: O(P x R)."""
+        shutting-down) replicas out of every ISR. One pass over every partition: O(P x R).
+        ``shutting_down``: the brokers in controlled shutdown (default: those last given)."""
         epoch = self._check_active()
         live = set(self.zk.live_brokers())
+        if shutting_down is not None:
+            self.shutting_down = set(shutting_down) & live
+        shutting_down = self.shutting_down
         changed: dict[tuple[str, int], LeaderAndIsr] = {}
         leaderless: list[tuple[str, int]] = []
         for topic in self.zk.topics():
@@ -225,6 +230,8 @@ class ZkController:
                     chosen = offline_partition_leader(replicas, state.isr, live, self.unclean_leader_election)
                 if chosen is None and state.leader == NO_LEADER:
                     return None, True  # already offline: nothing to write
+                if chosen is None and state.leader in live:
+                    return None, False  # in controlled shutdown, alone in the ISR: it leads until it goes
                 if chosen is None:
                     # No replica may lead: offline, the ISR kept for when one of it returns.
                     new = LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, state.isr, epoch)
@@ -269,7 +276,7 @@ class ZkController:
         if leader not in isr or not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
             return ErrorCode.invalid_request, state
         live = self.zk.live_brokers()
-        if any(b not in live for b in isr if b not in state.isr):
+        if any(b not in live or b in self.shutting_down for b in isr if b not in state.isr):
             return ErrorCode.ineligible_replica, state
         written = self._write(
             topic, partition, LeaderAndIsr(leader, leader_epoch, isr, self.epoch), state.zk_version

@@ -50,6 +50,7 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS, "/cluster")
 
 
@@ -269,22 +270,42 @@ class KafkaZkClient:
 
     # -- brokers -------------------------------------------------------------
 
-    def register_broker(self, registration: BrokerRegistration) -> None:
-        """Create ``/brokers/ids/<id>`` (ephemeral); DuplicateBrokerIdError if another session has it."""
+    def register_broker(self, registration: BrokerRegistration, stale_wait_s: float | None = None) -> None:
+        """Create ``/brokers/ids/<id>`` (ephemeral); DuplicateBrokerIdError if another session has it.
+
+        A broker restarted soon after kill -9 finds its previous registration, whose session
+        ZooKeeper has not expired yet: it waits up to ``stale_wait_s`` (default: the session
+        timeout and 2 s) for that registration to go (Kafka's fix of KAFKA-7165). One still
+        there after that belongs to a live broker: a duplicate id."""
         path = f"{BROKER_IDS}/{registration.broker_id}"
-        try:
-            self.zk.create(path, registration.encode(), ephemeral=True)
-            return
-        except NodeExistsError:
-            pass
-        try:
-            data, stat = self.zk.get(path)
-        except NoNodeError:  # it went between the two calls: try once more
-            self.zk.create(path, registration.encode(), ephemeral=True)
-            return
-        if stat.ephemeralOwner == self.session_id:
-            self.zk.set(path, registration.encode())  # ours, from before a reconnection
-            return
+        wait_s = self.session_timeout_ms / 1000 + 2 if stale_wait_s is None else stale_wait_s
+        deadline = time.monotonic() + wait_s
+        told = False
+        data = b""
+        for _ in range(int(wait_s * 10) + 2):  # bounded: one pass per 0.1 s of the wait
+            try:
+                self.zk.create(path, registration.encode(), ephemeral=True)
+                return
+            except NodeExistsError:
+                pass
+            try:
+                data, stat = self.zk.get(path)
+            except NoNodeError:  # it went between the two calls: try again
+                continue
+            if stat.ephemeralOwner == self.session_id:
+                self.zk.set(path, registration.encode())  # ours, from before a reconnection
+                return
+            if time.monotonic() >= deadline:
+                break
+            if not told:
+                _log.info(
+                    "broker.id=%d is registered by another session (this broker's previous run, if it "
+                    "was killed); waiting up to %.0f s for it to expire", registration.broker_id, wait_s,
+                )  # fmt: skip
+                told = True
+            time.sleep(0.1)
+        if not data:
+            raise ZkError(f"{path} kept appearing and going; retry the start")
         other = BrokerRegistration.decode(registration.broker_id, data)
         where = ", ".join(f"{n}://{h}:{p}" for n, h, p in other.endpoints)
         raise DuplicateBrokerIdError(
@@ -432,6 +453,19 @@ class KafkaZkClient:
                 continue  # another broker took this block: read again
             return first, last
         raise ZkError(f"{PRODUCER_ID_BLOCK}: 100 tries lost to other brokers; retry")
+
+    def request_controlled_shutdown(self, broker_id: int) -> None:
+        """Ask the controller to move this broker's leaderships: an ephemeral
+        ``/admin/controlled_shutdown/<id>`` (gone with the session). Kafka 4's protocol no longer
+        has the ControlledShutdown request a ZooKeeper-mode broker sent; the znode carries it."""
+        self.zk.ensure_path(CONTROLLED_SHUTDOWN)
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(f"{CONTROLLED_SHUTDOWN}/{broker_id}", b"", ephemeral=True)
+
+    def controlled_shutdowns(self) -> set[int]:
+        """The brokers that asked for a controlled shutdown."""
+        self.zk.ensure_path(CONTROLLED_SHUTDOWN)
+        return {int(child) for child in self.zk.get_children(CONTROLLED_SHUTDOWN) if child.isdigit()}
 
     def mark_for_deletion(self, topic: str) -> None:
         """Create ``/admin/delete_topics/<t>``: the controller deletes the topic."""

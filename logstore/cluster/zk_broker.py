@@ -58,6 +58,7 @@ from logstore.cluster.zk import (
     BROKER_IDS,
     BROKER_TOPICS,
     CONFIG_TOPICS,
+    CONTROLLED_SHUTDOWN,
     CONTROLLER,
     DELETE_TOPICS,
     BrokerRegistration,
@@ -181,6 +182,8 @@ class ZkBroker:
         zk.ChildrenWatch(BROKER_IDS, lambda *_: self._queue("brokers"))
         zk.ChildrenWatch(BROKER_TOPICS, lambda *_: self._queue("topics"))
         zk.ChildrenWatch(DELETE_TOPICS, lambda *_: self._queue("deletions"))
+        zk.ensure_path(CONTROLLED_SHUTDOWN)
+        zk.ChildrenWatch(CONTROLLED_SHUTDOWN, lambda *_: self._queue("shutdowns"))
         self.wait_idle(30)
         return cluster
 
@@ -229,6 +232,8 @@ class ZkBroker:
         if self._closed:
             return
         self._closed = True
+        with self.changed:
+            self.changed.notify_all()
         self._events.put(_STOP)
         if self._worker is not None:
             self._worker.join(30)
@@ -301,6 +306,9 @@ class ZkBroker:
                 self.on_topic_changed(name)
         elif event == "topics":
             self._sync_topics()
+        elif event == "shutdowns":
+            if self.controller.active:
+                self.controller.on_brokers_changed(self.zk.controlled_shutdowns())
         elif event == "deletions":
             if self.controller.active:
                 self._delete_marked()
@@ -363,6 +371,33 @@ class ZkBroker:
             self.logs.create_logs(missing)
         self.logs.set_config(name, config)
         self.on_topic_changed(name)
+
+    # -- controlled shutdown ---------------------------------------------------------
+
+    def controlled_shutdown(self, timeout: float) -> list[tuple[str, int]]:
+        """Ask the controller to move this broker's leaderships elsewhere (and take it out of every
+        ISR), and wait until the metadata shows it done or ``timeout`` s. Returns the partitions it
+        still leads: those with no other live replica in sync (they stay until it goes)."""
+        self.zk.request_controlled_shutdown(self.node_id)
+        self._wait_for(lambda: not self._movable_leaderships(), timeout)
+        return self._led()
+
+    def _led(self) -> list[tuple[str, int]]:
+        led = []
+        for name in self.metadata.topic_names():
+            topic = self.metadata.topic(name)
+            for p, state in enumerate(topic.partitions if topic is not None else ()):
+                if state.leader == self.node_id:
+                    led.append((name, p))
+        return led
+
+    def _movable_leaderships(self) -> bool:
+        live = {b.node_id for b in self.metadata.brokers()}
+        for name, p in self._led():
+            state = self.metadata.partition_state(name, p)
+            if state is not None and any(b != self.node_id and b in live for b in state.isr):
+                return True
+        return False
 
     # -- ISR changes (AlterPartition, when this broker is the controller) -------
 
@@ -439,9 +474,11 @@ class ZkBroker:
         )
 
     def _wait_for(self, ready: Callable[[], bool], timeout: float) -> None:
+        """Wait until ``ready()``, ``timeout`` s, or this broker leaves (a caller on an executor
+        thread must not hold up the broker's exit)."""
         deadline = time.monotonic() + timeout
         with self.changed:
-            while not ready():
+            while not ready() and not self._closed:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -71,6 +72,8 @@ from logstore.coordinator.persistence import (
     partition_for,
 )
 from logstore.coordinator.schemas import Record
+
+_T = TypeVar("_T")
 
 __all__ = [
     "INT_MAX",
@@ -154,6 +157,9 @@ class GroupCoordinator:
         self._groups = GroupMetadataManager(self.config, self.clock, writer)
         self._membership = MembershipManager(self.config, self.clock, self._groups)
         self._offsets = OffsetsManager(self.config, self.clock, self._groups, self._membership)
+        # The __consumer_offsets partitions whose groups this coordinator serves; None: all of them
+        # (a broker alone). In a cluster, those this broker leads (take_partition/release_partition).
+        self._owned: set[int] | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -170,6 +176,41 @@ class GroupCoordinator:
         for group in list(self._groups):
             self._membership.unload(group)
         self._groups.clear()
+
+    # -- ownership (a cluster: the groups of the __consumer_offsets partitions this broker leads) --
+
+    def serve_partitions_taken_only(self) -> None:
+        """From now on serve only the groups of partitions given with :meth:`take_partition`."""
+        self._owned = set()
+
+    def owns(self, group_id: str) -> bool:
+        """Whether this coordinator serves ``group_id`` (else its calls answer NOT_COORDINATOR). O(1)."""
+        return self._owned is None or self.partition_for(group_id) in self._owned
+
+    def take_partition(
+        self, partition: int, records: Iterable[Record], on_unreadable: Unreadable | None = None
+    ) -> None:
+        """Serve the groups of ``partition``, loaded from its records (this broker now leads it).
+        O(records + members)."""
+        self.release_partition(partition)  # a stale copy of its groups must not survive the load
+        self.load(records, on_unreadable)
+        assert self._owned is not None, "serve_partitions_taken_only() first"
+        self._owned.add(partition)
+
+    def release_partition(self, partition: int) -> None:
+        """Stop serving ``partition``'s groups (another broker leads it now): parked joins and syncs
+        answer NOT_COORDINATOR, and the groups are forgotten. O(groups)."""
+        if self._owned is None:
+            self._owned = set()
+        self._owned.discard(partition)
+        for group in [g for g in self._groups if self.partition_for(g.group_id) == partition]:
+            self._membership.unload(group)
+            self._groups.discard(group)
+
+    def _refused(self, value: _T) -> asyncio.Future[_T]:
+        future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+        future.set_result(value)
+        return future
 
     def partition_for(self, group_id: str) -> int:
         """The group's ``__consumer_offsets`` partition under this config. O(1) when cached."""
@@ -197,6 +238,8 @@ class GroupCoordinator:
         supports_skip_assignment: bool = False,
     ) -> asyncio.Future[JoinResult]:
         """JoinGroup: see :meth:`MembershipManager.join_group`. O(members)."""
+        if not self.owns(group_id):
+            return self._refused(JoinResult.failed(member_id, ErrorCode.not_coordinator))
         return self._membership.join_group(
             group_id,
             member_id,
@@ -223,6 +266,8 @@ class GroupCoordinator:
         protocol_name: str | None = None,
     ) -> asyncio.Future[SyncResult]:
         """SyncGroup: see :meth:`MembershipManager.sync_group`. O(assignments); completing O(members)."""
+        if not self.owns(group_id):
+            return self._refused(SyncResult(ErrorCode.not_coordinator))
         return self._membership.sync_group(
             group_id,
             generation_id,
@@ -237,10 +282,14 @@ class GroupCoordinator:
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None = None
     ) -> ErrorCode:
         """Heartbeat: see :meth:`MembershipManager.heartbeat`. O(1)."""
+        if not self.owns(group_id):
+            return ErrorCode.not_coordinator
         return self._membership.heartbeat(group_id, generation_id, member_id, group_instance_id)
 
     def leave_group(self, group_id: str, members: Sequence[tuple[str, str | None]]) -> LeaveResult:
         """LeaveGroup: see :meth:`MembershipManager.leave_group`. O(leaving members × members) at worst."""
+        if not self.owns(group_id):
+            return LeaveResult(ErrorCode.not_coordinator)
         return self._membership.leave_group(group_id, members)
 
     # -- offsets ---------------------------------------------------------------
@@ -254,6 +303,8 @@ class GroupCoordinator:
         group_instance_id: str | None = None,
     ) -> dict[TopicPartition, ErrorCode]:
         """OffsetCommit, written at once: see :meth:`OffsetsManager.commit_offsets`. O(partitions)."""
+        if not self.owns(group_id):
+            return dict.fromkeys(offsets, ErrorCode.not_coordinator)
         return self._offsets.commit_offsets(group_id, generation_id, member_id, offsets, group_instance_id)
 
     def prepare_commit(
@@ -265,16 +316,22 @@ class GroupCoordinator:
         group_instance_id: str | None = None,
     ) -> PreparedCommit:
         """OffsetCommit, for the caller to write: see :meth:`OffsetsManager.prepare_commit`. O(partitions)."""
+        if not self.owns(group_id):
+            return PreparedCommit(dict.fromkeys(offsets, ErrorCode.not_coordinator))
         return self._offsets.prepare_commit(group_id, generation_id, member_id, offsets, group_instance_id)
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None = None
     ) -> FetchOffsetsResult:
         """OffsetFetch: see :meth:`OffsetsManager.fetch_offsets`. O(partitions), or O(offsets) for all."""
+        if not self.owns(group_id):
+            return FetchOffsetsResult(ErrorCode.not_coordinator)
         return self._offsets.fetch_offsets(group_id, partitions)
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> DeleteOffsetsResult:
         """OffsetDelete: see :meth:`OffsetsManager.delete_offsets`. O(partitions)."""
+        if not self.owns(group_id):
+            return DeleteOffsetsResult(ErrorCode.not_coordinator)
         return self._offsets.delete_offsets(group_id, partitions)
 
     def expire_offsets(self, now_ms: int | None = None) -> int:
@@ -285,6 +342,8 @@ class GroupCoordinator:
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """DescribeGroups for one group; an unknown group reads as Dead with no members. O(members)."""
+        if not self.owns(group_id):
+            return GroupDescription(ErrorCode.not_coordinator, group_id, "", "", "")
         group = self._groups.get(group_id)
         if group is None:
             return GroupDescription(ErrorCode.none, group_id, str(GroupState.DEAD), "", "")
@@ -322,7 +381,9 @@ class GroupCoordinator:
         errors: dict[str, ErrorCode] = {}
         for group_id in group_ids:
             group = self._groups.get(group_id)
-            if group is None or group.is_in(GroupState.DEAD):
+            if not self.owns(group_id):
+                errors[group_id] = ErrorCode.not_coordinator
+            elif group is None or group.is_in(GroupState.DEAD):
                 errors[group_id] = ErrorCode.group_id_not_found
             elif group.is_in(GroupState.EMPTY):
                 group.transition_to(GroupState.DEAD)

@@ -21,7 +21,11 @@ START_TIMEOUT_S = 30
 
 
 def wait_until(
-    predicate: Callable[[], object], what: str, *, timeout: float = 30.0, step: Callable[[], object] | None = None
+    predicate: Callable[[], object],
+    what: str,
+    *,
+    timeout: float = 30.0,
+    step: Callable[[], object] | None = None,
 ) -> None:
     """Poll ``predicate`` until it is true, ``step`` (a 50 ms sleep) between polls; AssertionError
     naming ``what`` after ``timeout`` seconds."""

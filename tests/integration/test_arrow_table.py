@@ -230,7 +230,9 @@ def test_threads_give_the_same_table_one_chunk_per_partition(data: str, topic: s
     for threads in (2, 3, 8, None):
         table = read_table(data, topic, include_headers=True, threads=threads)
         assert table.equals(one)
-        assert [len(c) for c in table.column("offset").chunks] == [len(c) for c in one.column("offset").chunks]
+        assert [len(c) for c in table.column("offset").chunks] == [
+            len(c) for c in one.column("offset").chunks
+        ]
     assert one.column("offset").num_chunks == len(partitions)
     # Partitions with nothing in range add no chunk; the others stay in partition order.
     table = read_table(data, "plain", [2, 1, 0], start={1: -1}, threads=2)
@@ -412,9 +414,7 @@ def test_range_reader_bounds_pipelining_and_errors(broker: BrokerProcess) -> Non
             assert state.bytes_valid > 0 and state.offset_last >= asked
         stamps = {("r", 0): _ms(sent[700])}
         with PartitionFiles(broker.data_dir, "r", 0) as files:
-            assert reader.offsets_for_times(stamps) == {
-                ("r", 0): files.offset_for_timestamp(_ms(sent[700]))
-            }
+            assert reader.offsets_for_times(stamps) == {("r", 0): files.offset_for_timestamp(_ms(sent[700]))}
         assert reader.offsets_for_times({("r", 0): NOW_MS + 10**9}) == {("r", 0): None}
         with pytest.raises(LogstoreError, match="not in the log"):
             list(reader.read("r", 0, 1990, 2005))

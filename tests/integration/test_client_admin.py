@@ -383,7 +383,9 @@ def test_consumer_group_lifecycle_matches_confluent(
     try:
         consumer.subscribe([topic])
         wait_until(
-            lambda: len(consumer.assignment()) == 3, "the consumer's assignment", step=lambda: consumer.poll(0.1)
+            lambda: len(consumer.assignment()) == 3,
+            "the consumer's assignment",
+            step=lambda: consumer.poll(0.1),
         )
         listing = admin.list_consumer_groups().result(TIMEOUT)
         assert listing.errors == []

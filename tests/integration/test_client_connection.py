@@ -32,7 +32,9 @@ def _read_frame(conn: socket.socket) -> bytes:
     return exactly(size)
 
 
-def _answer(conn: socket.socket, api_key: int, version: int, correlation: int, fields: dict[str, Any]) -> None:
+def _answer(
+    conn: socket.socket, api_key: int, version: int, correlation: int, fields: dict[str, Any]
+) -> None:
     response_class = client_codec(api_key, version).response_class
     buffer = io.BytesIO()
     from kio.serial import entity_writer

@@ -37,10 +37,6 @@ SESSION = {"session.timeout.ms": 3000, "heartbeat.interval.ms": 300}
 DEADLINE_S = 30
 
 
-
-
-
-
 def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0, **kw: Any) -> None:
     """``count`` records round-robin over the partitions; values are b"<n>"."""
     producer = ConfluentProducer({"bootstrap.servers": bootstrap, "linger.ms": 2})
@@ -172,10 +168,17 @@ def test_every_codec_from_confluent_and_from_ours_reads_back(broker: BrokerProce
     producer, read by our consumer exactly as written (decoded in C)."""
     base = int(time.time() * 1000) - 60_000
     expected = [
-        (b"k%d" % (i % 5) if i % 4 else None, b"value-%d" % i, base + i, [("h", b"%d" % i)] if i % 3 == 0 else None)
+        (
+            b"k%d" % (i % 5) if i % 4 else None,
+            b"value-%d" % i,
+            base + i,
+            [("h", b"%d" % i)] if i % 3 == 0 else None,
+        )
         for i in range(500)
     ]
-    theirs = ConfluentProducer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 5})
+    theirs = ConfluentProducer(
+        {"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 5}
+    )
     for key, value, stamp, headers in expected:
         theirs.produce(f"c-{codec}", value=value, key=key, timestamp=stamp, headers=headers, partition=0)
     assert theirs.flush(DEADLINE_S) == 0
@@ -697,7 +700,9 @@ def test_embedded_group_starts_without_the_initial_rebalance_delay(tmp_path: Any
         assert p.flush(10) == 0
         embedded = EmbeddedBroker._registry[str(tmp_path)]
         assert embedded.broker.config.values["group.initial.rebalance.delay.ms"] == 0
-        with Consumer({"bootstrap.servers": bootstrap, "group.id": "quick", "auto.offset.reset": "earliest"}) as c:
+        with Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "quick", "auto.offset.reset": "earliest"}
+        ) as c:
             c.subscribe(["quick"])
             assert len(drain(c, 10)) == 10
 
@@ -721,7 +726,9 @@ def test_embedded_close_with_a_fetch_in_flight_leaves_nothing_behind(
         producer.produce_batch("e", [b"x" * 100] * 20_000)
         assert producer.flush(30) == 0
         embedded = EmbeddedBroker._registry[f"{tmp_path}/r{round_}"]
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest"})
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest"}
+        )
         consumer.subscribe(["e"])
         assert len(drain(consumer, 20_000)) == 20_000
         consumer.close()
@@ -732,7 +739,9 @@ def test_embedded_close_with_a_fetch_in_flight_leaves_nothing_behind(
     assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
 
 
-def test_the_consumer_takes_the_seeds_eight_steps_in_order(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_consumer_takes_the_seeds_eight_steps_in_order(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Seed 000's eight steps (seed 002 draws the same sequence, after a Metadata request):
     FindCoordinator, JoinGroup, SyncGroup, OffsetFetch, ListOffsets (no committed offset yet),
     Fetch, OffsetCommit, Heartbeat, as the API keys a subscribing consumer sends."""

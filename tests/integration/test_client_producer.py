@@ -31,8 +31,6 @@ pytestmark = [pytest.mark.integration]
 DEADLINE_S = 30
 
 
-
-
 def read_back(bootstrap: str, topic: str, partitions: int, count: int) -> dict[int, list[Any]]:
     """``count`` records of ``topic`` read with confluent-kafka, by partition, in offset order."""
     consumer = Consumer(

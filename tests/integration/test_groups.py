@@ -42,10 +42,6 @@ SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 DEADLINE_S = 30
 
 
-
-
-
-
 def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0) -> None:
     """``count`` records spread round-robin over the partitions; values are b"<n>"."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})

@@ -24,8 +24,6 @@ DEADLINE_S = 30
 PARTITIONS = 7
 
 
-
-
 def distinct_keys(count: int, seed: int) -> list[bytes]:
     """Distinct keys of every length 0..40 (so every tail length of murmur2's
     4-byte words), random bytes and readable ones, the empty key once."""

@@ -52,8 +52,11 @@ def spark_rows(df: Any) -> list[Row]:
     """A DataFrame of Spark's Kafka schema as rows comparable with :func:`produce`'s."""
     out = []
     for r in df.collect():
-        headers = tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in r["headers"] or ()) \
-            if "headers" in r else ()
+        headers = (
+            tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in r["headers"] or ())
+            if "headers" in r
+            else ()
+        )
         out.append((None if r.key is None else bytes(r.key), None if r.value is None else bytes(r.value), r.topic,
                     r.partition, r.offset, r.timestamp, r.timestampType, headers))  # fmt: skip
     return sorted(out, key=lambda r: (r[2], r[3], r[4]))

@@ -26,7 +26,8 @@ def test_batch_read_from_a_broker_gives_every_column(spark: Any, broker: Any) ->
     df = reader(spark, broker, subscribe="events", includeHeaders="true")
     assert df.schema.simpleString() == (
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
-        "timestampType:int,headers:array<struct<key:string,value:binary>>>")
+        "timestampType:int,headers:array<struct<key:string,value:binary>>>"
+    )
     assert spark_rows(df) == expected
     # Without includeHeaders: no headers column, the rest the same.
     plain = reader(spark, broker, subscribe="events")
@@ -46,8 +47,13 @@ def test_offset_ranges_timestamps_and_min_partitions(spark: Any, broker: Any) ->
     create(broker.bootstrap, "t", 2)
     expected = produce(broker.bootstrap, "t", 400)
     by_part = {p: [r for r in expected if r[3] == p] for p in (0, 1)}
-    df = reader(spark, broker, subscribe="t", startingOffsets='{"t": {"0": 10, "1": -2}}',
-                endingOffsets='{"t": {"0": 50, "1": -1}}')
+    df = reader(
+        spark,
+        broker,
+        subscribe="t",
+        startingOffsets='{"t": {"0": 10, "1": -2}}',
+        endingOffsets='{"t": {"0": 50, "1": -1}}',
+    )
     got = spark_rows(df)
     assert got == [(*r[:7], ()) for r in by_part[0][10:50] + by_part[1]]
     # minPartitions splits the two ranges into 8 tasks; the rows are the same.
@@ -70,11 +76,16 @@ def test_batch_write_then_read_back_through_a_broker(spark: Any, broker: Any) ->
     create(broker.bootstrap, "out", 3)
     data = [(f"k{i}".encode() if i % 4 else None, f"v{i}".encode(), [("src", f"{i}".encode())] if i % 3 == 0 else [])
             for i in range(5000)]  # fmt: skip
-    df = spark.createDataFrame(data, "key binary, value binary, headers array<struct<key: string, value: binary>>")
-    df.write.format("logstore").mode("append").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", "out").save()
+    df = spark.createDataFrame(
+        data, "key binary, value binary, headers array<struct<key: string, value: binary>>"
+    )
+    df.write.format("logstore").mode("append").option("kafka.bootstrap.servers", broker.bootstrap).option(
+        "topic", "out"
+    ).save()
     got = consume_all(broker.bootstrap, "out", len(data))
-    assert collections.Counter((m.key(), m.value(), tuple(m.headers() or ())) for m in got) == \
-        collections.Counter((k, v, tuple(h)) for k, v, h in data)
+    assert collections.Counter(
+        (m.key(), m.value(), tuple(m.headers() or ())) for m in got
+    ) == collections.Counter((k, v, tuple(h)) for k, v, h in data)
     # Keyed rows went where Kafka's murmur2 partitioner puts them.
     from logstore._speedups import partition_for_key
 
@@ -118,9 +129,15 @@ def test_write_and_read_a_data_dir_with_no_broker(spark: Any, tmp_path: Any) -> 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"subscribe": "t", "subscribePattern": "t.*"}, "exactly one of subscribe, subscribePattern or assign"),
+        (
+            {"subscribe": "t", "subscribePattern": "t.*"},
+            "exactly one of subscribe, subscribePattern or assign",
+        ),
         ({"subscribe": "t", "startingOffsets": '{"t": {"0": 1'}, "startingOffsets is not valid JSON"),
-        ({"subscribe": "t", "startingOffset": "earliest"}, "unknown option 'startingoffset'.*did you mean startingOffsets"),
+        (
+            {"subscribe": "t", "startingOffset": "earliest"},
+            "unknown option 'startingoffset'.*did you mean startingOffsets",
+        ),
         ({"assign": '{"t": "0"}'}, "needs a list of partition numbers"),
     ],
 )

@@ -21,7 +21,9 @@ from logstore.spark.sink import MARKER, Appender, SinkCommitter, Unit, encode_ro
 pytestmark = [pytest.mark.integration]
 
 
-def units_of(rows: list[tuple[int, int, bytes, bytes]], sink: str, batch: int, batch_bytes: int = 300) -> list[Unit]:
+def units_of(
+    rows: list[tuple[int, int, bytes, bytes]], sink: str, batch: int, batch_bytes: int = 300
+) -> list[Unit]:
     """Rows (task, partition, key, value) as the units tasks would hand the driver."""
     grouped: dict[tuple[int, int], list[tuple[bytes, bytes]]] = collections.defaultdict(list)
     for task, partition, key, value in rows:
@@ -40,7 +42,9 @@ def rows_for(batch: int, count: int) -> list[tuple[int, int, bytes, bytes]]:
 
 
 def out_rows(broker: Any, expected: int) -> collections.Counter[tuple[bytes, bytes]]:
-    return collections.Counter((m.key(), m.value()) for m in consume_all(broker.bootstrap, "out", expected, 20))
+    return collections.Counter(
+        (m.key(), m.value()) for m in consume_all(broker.bootstrap, "out", expected, 20)
+    )
 
 
 def test_replays_after_crashes_add_each_row_once(broker: Any, monkeypatch: pytest.MonkeyPatch) -> None:

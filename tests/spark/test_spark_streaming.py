@@ -48,15 +48,20 @@ def test_available_now_with_admission_control_then_resume(spark: Any, broker: An
     assert sum(sizes) == 3000
     assert len(sizes) >= 3 and max(sizes) <= 1000 + 3  # each partition's share rounds up by at most 1
     # Offsets in the progress are Kafka's JSON.
-    assert json.loads(query.recentProgress[-1]["sources"][0]["endOffset"]) == {"in": {"0": sum(1 for r in first if r[3] == 0),
-                                                                          "1": sum(1 for r in first if r[3] == 1),
-                                                                          "2": sum(1 for r in first if r[3] == 2)}}
+    assert json.loads(query.recentProgress[-1]["sources"][0]["endOffset"]) == {
+        "in": {
+            "0": sum(1 for r in first if r[3] == 0),
+            "1": sum(1 for r in first if r[3] == 1),
+            "2": sum(1 for r in first if r[3] == 2),
+        }
+    }
     more = produce(broker.bootstrap, "in", 500, start=3000, headers=False)
     query = to_topic(source, broker, "out", tmp_path / "cp").trigger(availableNow=True).start()
     query.awaitTermination(300)
     got = consume_all(broker.bootstrap, "out", 3500)
     assert collections.Counter((m.key(), m.value()) for m in got) == collections.Counter(
-        (r[0], r[1]) for r in first + more)
+        (r[0], r[1]) for r in first + more
+    )
 
 
 def test_new_partitions_are_picked_up_mid_stream(spark: Any, broker: Any, tmp_path: Path) -> None:
@@ -77,7 +82,8 @@ def test_new_partitions_are_picked_up_mid_stream(spark: Any, broker: Any, tmp_pa
                    step=lambda: time.sleep(0.2))  # fmt: skip
         rows = spark.sql("select partition, offset from grown").collect()
         assert sorted((r.partition, r.offset) for r in rows if r.partition >= 2) == [
-            (p, o) for p in (2, 3) for o in range(10)]
+            (p, o) for p in (2, 3) for o in range(10)
+        ]
     finally:
         query.stop()
 
@@ -91,8 +97,11 @@ def test_fail_on_data_loss_both_ways(spark: Any, broker: Any, tmp_path: Path, fa
 
     def run() -> Any:
         offsets = stream(spark, broker, "lossy", **options).selectExpr("cast(offset as string) as value")
-        return to_topic(offsets.selectExpr("null as key", "value"), broker, "seen", tmp_path / "cp").trigger(
-            availableNow=True).start()
+        return (
+            to_topic(offsets.selectExpr("null as key", "value"), broker, "seen", tmp_path / "cp")
+            .trigger(availableNow=True)
+            .start()
+        )
 
     run().awaitTermination(120)
     produce(broker.bootstrap, "lossy", 100, start=100, headers=False)
@@ -116,10 +125,17 @@ def test_exactly_once_through_kill_minus_9_of_the_driver(broker: Any, tmp_path: 
     create(broker.bootstrap, "in", 2)
     create(broker.bootstrap, "out", 3)
     inputs = produce(broker.bootstrap, "in", 6000, headers=False)
-    child = [sys.executable, str(Path(__file__).parent / "stream_child.py"), broker.bootstrap, str(tmp_path / "cp")]
+    child = [
+        sys.executable,
+        str(Path(__file__).parent / "stream_child.py"),
+        broker.bootstrap,
+        str(tmp_path / "cp"),
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     log = open(tmp_path / "child.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen([*child, "run"], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [*child, "run"], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
     try:
         wait_until(lambda: len(consume_all(broker.bootstrap, "out", 1500, timeout=2)) >= 1500 or proc.poll() is not None,
                    "the pipeline's first 1500 records", timeout=240, step=lambda: time.sleep(0.2))  # fmt: skip
@@ -132,5 +148,7 @@ def test_exactly_once_through_kill_minus_9_of_the_driver(broker: Any, tmp_path: 
     drain = subprocess.run([*child, "drain"], stdout=log, stderr=subprocess.STDOUT, env=env, timeout=600)
     assert drain.returncode == 0, (tmp_path / "child.log").read_text()[-3000:]
     got = consume_all(broker.bootstrap, "out", 6000)
-    want = collections.Counter((r[0], None if r[1] is None else r[1].decode().upper().encode()) for r in inputs)
+    want = collections.Counter(
+        (r[0], None if r[1] is None else r[1].decode().upper().encode()) for r in inputs
+    )
     assert collections.Counter((m.key(), m.value()) for m in got) == want

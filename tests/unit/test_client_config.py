@@ -10,7 +10,9 @@ from logstore.client.config import KEYS, ClientConfig, ConfigError
 
 
 def parse(role: str, **values: object) -> ClientConfig:
-    return ClientConfig.parse({"bootstrap.servers": "127.0.0.1:9092", **{k.replace("_", "."): v for k, v in values.items()}}, role)
+    return ClientConfig.parse(
+        {"bootstrap.servers": "127.0.0.1:9092", **{k.replace("_", "."): v for k, v in values.items()}}, role
+    )
 
 
 @pytest.mark.parametrize(
@@ -40,7 +42,9 @@ def test_values_are_checked_with_the_key_and_what_is_allowed() -> None:
         parse("producer", linger_ms="soon")
     with pytest.raises(ConfigError, match=r"batch.size=0 is out of range \[1, "):
         parse("producer", batch_size=0)
-    with pytest.raises(ConfigError, match=re.escape("compression.type='brotli' is not one of none, gzip, snappy, lz4, zstd")):
+    with pytest.raises(
+        ConfigError, match=re.escape("compression.type='brotli' is not one of none, gzip, snappy, lz4, zstd")
+    ):
         parse("producer", compression_type="brotli")
     with pytest.raises(ConfigError, match=re.escape("enable.auto.commit must be true or false")):
         parse("consumer", enable_auto_commit="perhaps")

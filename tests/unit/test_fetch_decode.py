@@ -239,12 +239,8 @@ def check(buf: bytes | bytearray | memoryview, fetch_offset: int = 0, partition:
     return messages
 
 
-
-
 def log_append(batch: bytes, when: int = 1_800_000_000_000) -> bytes:
     return reseal(batch, attributes_or=0x08, max_timestamp=when)
-
-
 
 
 MIXED_RECORDS = [

@@ -32,7 +32,10 @@ def test_any_partitions_not_only_dense_ones(tmp_path: pathlib.Path) -> None:
         manager.create_logs({("t", 2): CONFIG})
     assert manager.log_dirs_on_disk() == [("t", 2), ("t", 5), ("u", 0)]
     manager.delete_logs([("u", 0), ("nope", 1)])
-    assert sorted(manager.logs()) == [("t", 2), ("t", 5)] and manager.log_dirs_on_disk() == [("t", 2), ("t", 5)]
+    assert sorted(manager.logs()) == [("t", 2), ("t", 5)] and manager.log_dirs_on_disk() == [
+        ("t", 2),
+        ("t", 5),
+    ]
     manager.close()
     assert os.path.exists(tmp_path / CLEAN_SHUTDOWN_FILE)
     # Reopened with what a cluster would say exists: the data is there, the marker is gone.

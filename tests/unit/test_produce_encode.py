@@ -24,7 +24,9 @@ def _fields(rng: random.Random) -> dict:  # type: ignore[type-arg]
     for t in range(rng.randint(0, 3)):
         parts = []
         for p in range(rng.randint(0, 4)):
-            records = None if rng.random() < 0.1 else rng.randbytes(rng.choice([0, 1, 126, 127, 128, 300, 20_000]))
+            records = (
+                None if rng.random() < 0.1 else rng.randbytes(rng.choice([0, 1, 126, 127, 128, 300, 20_000]))
+            )
             parts.append({"index": p * 3 + t, "records": records})
         topics.append({"name": "t" * rng.randint(1, 200) + str(t), "partition_data": parts})
     return {

@@ -93,18 +93,20 @@ def check(
 # --- batch helpers -------------------------------------------------------------
 
 
-
-
-
-
-
-
 def sparse_batch(base_offset: int, deltas: list[int], last_offset_delta: int) -> bytes:
     """A batch as compaction leaves it: offset deltas with gaps (values b"v<delta>")."""
     records = bytearray()
     for delta in deltas:
         value = b"v%d" % delta
-        body = b"\x00" + varint_bytes(delta) + varint_bytes(delta) + varint_bytes(-1) + varint_bytes(len(value)) + value + varint_bytes(0)
+        body = (
+            b"\x00"
+            + varint_bytes(delta)
+            + varint_bytes(delta)
+            + varint_bytes(-1)
+            + varint_bytes(len(value))
+            + value
+            + varint_bytes(0)
+        )
         records += varint_bytes(len(body)) + body
     out = ffi.new("uint8_t[]", HEADER_SIZE + len(records))
     ffi.memmove(out + HEADER_SIZE, bytes(records), len(records))

@@ -31,15 +31,26 @@ def test_subscribe_defaults_follow_spark() -> None:
 
 
 def test_options_match_without_case_and_kafka_keys_reach_the_client() -> None:
-    parsed = parse_source_options({"KAFKA.BOOTSTRAP.SERVERS": "h:1", "subscribe": "t", "kafka.client.id": "x",
-                                   "failondataloss": "false", "INCLUDEHEADERS": "true"}, streaming=False)
+    parsed = parse_source_options(
+        {
+            "KAFKA.BOOTSTRAP.SERVERS": "h:1",
+            "subscribe": "t",
+            "kafka.client.id": "x",
+            "failondataloss": "false",
+            "INCLUDEHEADERS": "true",
+        },
+        streaming=False,
+    )
     assert parsed.client == {"bootstrap.servers": "h:1", "client.id": "x"}
     assert not parsed.fail_on_data_loss and parsed.include_headers
 
 
 def test_assign_and_offsets_json() -> None:
-    parsed = parse(assign='{"t": [1, 0], "u": [2]}', startingOffsets='{"t": {"0": 5, "1": -2}}',
-                   endingOffsets='{"t": {"0": -1}}')
+    parsed = parse(
+        assign='{"t": [1, 0], "u": [2]}',
+        startingOffsets='{"t": {"0": 5, "1": -2}}',
+        endingOffsets='{"t": {"0": -1}}',
+    )
     assert parsed.subscription.assigned == (("t", 0), ("t", 1), ("u", 2))
     assert parsed.starting == {"t": {0: 5, 1: -2}}
     assert parsed.ending == {"t": {0: -1}}
@@ -50,8 +61,14 @@ def test_assign_and_offsets_json() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"subscribe": "t", "subscribePatern": "x"}, "unknown option 'subscribePatern'.*did you mean subscribePattern"),
-        ({"subscribe": "t", "subscribePattern": "x"}, "exactly one of subscribe, subscribePattern or assign.*subscribe and subscribePattern"),
+        (
+            {"subscribe": "t", "subscribePatern": "x"},
+            "unknown option 'subscribePatern'.*did you mean subscribePattern",
+        ),
+        (
+            {"subscribe": "t", "subscribePattern": "x"},
+            "exactly one of subscribe, subscribePattern or assign.*subscribe and subscribePattern",
+        ),
         ({}, r"exactly one of subscribe, subscribePattern or assign \(got none\)"),
         ({"subscribe": " , "}, "subscribe lists no topic"),
         ({"subscribePattern": "a("}, "not a valid regular expression"),
@@ -59,11 +76,20 @@ def test_assign_and_offsets_json() -> None:
         ({"assign": '{"t": ["x"]}'}, "needs a list of partition numbers"),
         ({"assign": "[1]"}, "must be a JSON object"),
         ({"subscribe": "t", "startingOffsets": '{"t": {"0": 1'}, "startingOffsets is not valid JSON"),
-        ({"subscribe": "t", "startingOffsets": '{"t": {"zero": 1}}'}, "partition 'zero' of topic 't' is not a partition number"),
+        (
+            {"subscribe": "t", "startingOffsets": '{"t": {"zero": 1}}'},
+            "partition 'zero' of topic 't' is not a partition number",
+        ),
         ({"subscribe": "t", "startingOffsets": '{"t": {"0": "1"}}'}, r"t\[0\] = '1' is not a whole number"),
         ({"subscribe": "t", "startingOffsets": '{"t": {"0": -3}}'}, "is not an offset"),
-        ({"subscribe": "t", "startingOffsets": "latest"}, "startingOffsets=latest is not allowed in a batch query"),
-        ({"subscribe": "t", "startingOffsets": '{"t": {"0": -1}}'}, "-1 \\(latest\\) is not allowed in a batch query"),
+        (
+            {"subscribe": "t", "startingOffsets": "latest"},
+            "startingOffsets=latest is not allowed in a batch query",
+        ),
+        (
+            {"subscribe": "t", "startingOffsets": '{"t": {"0": -1}}'},
+            "-1 \\(latest\\) is not allowed in a batch query",
+        ),
         ({"subscribe": "t", "endingOffsets": "earliest"}, "endingOffsets cannot be earliest"),
         ({"subscribe": "t", "endingOffsets": '{"t": {"0": -2}}'}, "-2 \\(earliest\\) is not allowed"),
         ({"subscribe": "t", "maxOffsetsPerTrigger": "10"}, "maxOffsetsPerTrigger is for streaming queries"),
@@ -74,7 +100,10 @@ def test_assign_and_offsets_json() -> None:
         ({"subscribe": "t", "startingOffsetsByTimestampStrategy": "x"}, "must be error or latest"),
         ({"subscribe": "t", "kafka.group.id": "g"}, "kafka.group.id is not supported"),
         ({"subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "use startingOffsets"),
-        ({"assign": '{"t": [0]}', "startingOffsets": '{"t": {"1": 0}}'}, r"names t\[1\], which assign does not read"),
+        (
+            {"assign": '{"t": [0]}', "startingOffsets": '{"t": {"1": 0}}'},
+            r"names t\[1\], which assign does not read",
+        ),
     ],
 )
 def test_each_bad_option_says_what_to_do(options: dict[str, str], message: str) -> None:

@@ -1,6 +1,10 @@
-"""FindCoordinator (key 10): which broker coordinates a group (always this one).
+"""FindCoordinator (key 10): which broker coordinates a group.
 
-Key type 0 (a consumer group) answers this broker's advertised address. Key
+Key type 0 (a consumer group) answers, alone, this broker's advertised
+address; in a cluster, the leader of the group's ``__consumer_offsets``
+partition (the topic is created on first use, off the event loop;
+COORDINATOR_NOT_AVAILABLE while it cannot be, or the partition has no
+leader). Key
 type 1 (a transactional id) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 as InitProducerId does: transactions are not supported, and this makes a
 transactional producer fail at once with that error instead of retrying
@@ -13,14 +17,19 @@ unknown key type. From v4 one request asks for several keys
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.groups import ERROR_MESSAGES
+from logstore.broker.groups import ERROR_MESSAGES, ensure_offsets_topic
+from logstore.broker.metadata_cache import NO_LEADER
 from logstore.broker.server import RequestContext
+from logstore.coordinator import partition_for
+from logstore.coordinator.coordinator import OFFSETS_TOPIC
+from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 
 _log = logging.getLogger("logstore.broker")
@@ -29,51 +38,70 @@ GROUP, TRANSACTION, SHARE = 0, 1, 2
 _TRANSACTIONS_MESSAGE = "Transactions are not supported by this broker."
 
 
-def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None]:
-    """(error, message) for one key; NONE means this broker."""
+Node = tuple[int, str, int]
+
+
+async def _group_coordinator(ctx: RequestContext, group_id: str) -> tuple[ErrorCode, str | None, Node | None]:
+    broker = ctx.broker
+    if broker.coordinator is None:
+        return ErrorCode.coordinator_not_available, None, None
+    if broker.cluster_link is None:
+        return ErrorCode.none, None, (broker.node_id, *broker.advertised)
+    if not broker.metadata.has_topic(OFFSETS_TOPIC):
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, ensure_offsets_topic, broker)
+        except (LogstoreError, OSError) as e:
+            _log.info("cannot create %s yet: %s", OFFSETS_TOPIC, e)
+            return ErrorCode.coordinator_not_available, None, None
+    count = broker.metadata.partition_count(OFFSETS_TOPIC) or 0
+    state = broker.metadata.partition_state(OFFSETS_TOPIC, partition_for(group_id, count)) if count else None
+    leader = broker.metadata.broker(state.leader) if state is not None and state.leader != NO_LEADER else None
+    if leader is None:
+        return ErrorCode.coordinator_not_available, None, None
+    return ErrorCode.none, None, (leader.node_id, leader.host, leader.port)
+
+
+async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, Node | None]:
+    """(error, message, the coordinator's node id, host and port) for one key."""
     if key_type == GROUP:
-        if ctx.broker.coordinator is None:
-            return ErrorCode.coordinator_not_available, None
-        return ErrorCode.none, None
+        return await _group_coordinator(ctx, key)
     if key_type == TRANSACTION:
         _log.warning(
             "client %s asked for the coordinator of transactional id %r: transactions are not supported",
             ctx.header.client_id,
             key,
         )
-        return ErrorCode.transactional_id_authorization_failed, _TRANSACTIONS_MESSAGE
+        return ErrorCode.transactional_id_authorization_failed, _TRANSACTIONS_MESSAGE, None
     if key_type == SHARE:
-        return ErrorCode.invalid_request, "Share groups are not supported by this broker."
-    return ErrorCode.invalid_request, f"Unknown coordinator type received: {key_type}"
+        return ErrorCode.invalid_request, "Share groups are not supported by this broker.", None
+    return ErrorCode.invalid_request, f"Unknown coordinator type received: {key_type}", None
+
+
+def _where(node: Node | None) -> dict[str, Any]:
+    if node is None:
+        return {"node_id": -1, "host": "", "port": -1}
+    return {"node_id": node[0], "host": node[1], "port": node[2]}
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(10, ctx.version).response_module
     key_type = int(getattr(request, "key_type", GROUP))
-    host, port = ctx.broker.advertised
-    node = ctx.broker.node_id
-
-    def where(error: ErrorCode) -> dict[str, Any]:
-        if error == ErrorCode.none:
-            return {"node_id": node, "host": host, "port": port}
-        return {"node_id": -1, "host": "", "port": -1}
-
     if ctx.version < 4:
-        error, message = _lookup(ctx, key_type, request.key)
+        error, message, node = await _lookup(ctx, key_type, request.key)
         return build(
             module.FindCoordinatorResponse,
             throttle_time=NO_THROTTLE,
             error_code=error,
             error_message=message or ERROR_MESSAGES.get(error, error.name),
-            **where(error),
+            **_where(node),
         )
     coordinators = []
     for key in request.coordinator_keys:
-        error, message = _lookup(ctx, key_type, key)
+        error, message, node = await _lookup(ctx, key_type, key)
         if error != ErrorCode.none and message is None:
             message = ERROR_MESSAGES.get(error, error.name)
         coordinators.append(
-            build(module.Coordinator, key=key, error_code=error, error_message=message, **where(error))
+            build(module.Coordinator, key=key, error_code=error, error_message=message, **_where(node))
         )
     return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
 

@@ -1,0 +1,479 @@
+"""Chaos: a replicated workload under a nemesis, then a checker (issue 12's fault tests).
+
+On 127.0.0.1: a ZooKeeper and three ``logstore broker`` processes; a topic of
+3 partitions at replication factor 3 with ``min.insync.replicas=2``;
+idempotent confluent-kafka producers with acks=all, each record's value
+unique. Meanwhile a nemesis, one fault at a time, picks among:
+
+- ``kill``: kill -9 a broker, restart it a moment later on its data;
+- ``kill-controller``: the same, to the active controller;
+- ``pause``: SIGSTOP a broker for less than its ZooKeeper session, then SIGCONT;
+- ``zombie``: SIGSTOP a broker past its session (its registration, and any
+  controllership, go; leaders move), then SIGCONT: it wakes believing it
+  leads, and must be fenced;
+- ``term``: SIGTERM a broker (a clean stop), restart it.
+
+Then it heals every broker, waits for every ISR to hold all three replicas,
+stops the producers and checks:
+
+- every acknowledged record is read exactly once, at the offset its
+  acknowledgement named (nothing lost, nothing moved);
+- no record is read twice (no duplicate from a retry);
+- offsets are dense from the log start to the high watermark;
+- the three replicas of each partition are byte-identical;
+- each replica's leader epochs rise (its ``leader-epoch-checkpoint``, and
+  the epoch of every batch in order).
+
+``run()`` is the engine, used by ``tests/cluster/test_faults.py``; the
+command line runs it for ``--faults`` faults or ``--seconds``::
+
+    .venv/bin/python bench/chaos.py --faults 1000 [--seed 7] [--session-ms 3000]
+
+It prints each fault as it happens and the checker's table at the end; the
+exit status is 1 if any check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.broker_perf import Broker
+from logstore.cluster.zookeeper import ZooKeeperServer
+
+TOPIC = "chaos"
+PARTITIONS = 3
+FAULTS = ("kill", "kill-controller", "pause", "zombie", "term")
+WEIGHTS = (30, 15, 20, 15, 20)
+
+
+class ChaosError(Exception):
+    """The cluster did not come back (a bounded wait ran out)."""
+
+
+@dataclass
+class Report:
+    """What the run did and what the checker found."""
+
+    faults: Counter[str] = field(default_factory=Counter)
+    sent: int = 0
+    acknowledged: int = 0
+    failed: int = 0
+    read: int = 0
+    lost: list[str] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
+    duplicated: list[str] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+    diverged: list[str] = field(default_factory=list)
+    epochs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.moved or self.duplicated or self.gaps or self.diverged or self.epochs)
+
+    def table(self) -> str:
+        rows = [
+            (
+                "faults",
+                f"{sum(self.faults.values())} ({', '.join(f'{k} {v}' for k, v in sorted(self.faults.items()))})",
+            ),
+            ("records sent / acknowledged / failed", f"{self.sent} / {self.acknowledged} / {self.failed}"),
+            ("records read", str(self.read)),
+            ("acknowledged and lost", _count(self.lost)),
+            ("acknowledged at another offset", _count(self.moved)),
+            ("read twice (duplicates)", _count(self.duplicated)),
+            ("offset gaps below the HW", _count(self.gaps)),
+            ("replicas not byte-identical", _count(self.diverged)),
+            ("leader epochs not rising", _count(self.epochs)),
+            ("seconds", f"{self.seconds:.0f}"),
+        ]
+        width = max(len(name) for name, _ in rows)
+        return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
+
+
+def _count(found: list[str]) -> str:
+    return "0" if not found else f"{len(found)}: {', '.join(found[:3])}"
+
+
+# -- the cluster -----------------------------------------------------------------------------------
+
+
+class Cluster:
+    """ZooKeeper and three brokers, their processes and their faults."""
+
+    def __init__(self, workdir: str, session_ms: int, say: Callable[[str], None]) -> None:
+        self.workdir = workdir
+        self.session_ms = session_ms
+        self.say = say
+        self.zk = ZooKeeperServer(os.path.join(workdir, "zookeeper"))
+        self.brokers: dict[int, Broker] = {}
+        self.paused: set[int] = set()
+
+    def start(self) -> None:
+        os.environ["PYTHONFAULTHANDLER"] = "1"  # the brokers' thread stacks on SIGABRT (see restart)
+        self.zk.start()
+        for node in (1, 2, 3):
+            directory = os.path.join(self.workdir, f"broker-{node}")
+            os.makedirs(directory, exist_ok=True)
+            overrides = [
+                f"zookeeper.connect={self.zk.connect_string}/chaos", f"broker.id={node}",
+                f"zookeeper.session.timeout.ms={self.session_ms}", "replica.lag.time.max.ms=3000",
+                "replica.fetch.backoff.ms=200",
+            ]  # fmt: skip
+            self.brokers[node] = Broker(directory, "asyncio", overrides)
+            self.brokers[node].start()
+        wait(lambda: len(self.metadata().brokers) == 3, "three brokers", 60)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def metadata(self, topic: str | None = None) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(topic, timeout=10)
+
+    def alive(self, node: int) -> bool:
+        proc = self.brokers[node].proc
+        return proc is not None and proc.poll() is None
+
+    def signal(self, node: int, how: signal.Signals) -> None:
+        proc = self.brokers[node].proc
+        assert proc is not None
+        proc.send_signal(how)
+
+    def restart(self, node: int) -> None:
+        broker = self.brokers[node]
+        if broker.proc is not None:
+            try:
+                broker.proc.wait(60)
+            except subprocess.TimeoutExpired:  # a broker that does not exit: its threads' stacks, then fail
+                broker.proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER=1 prints every thread
+                broker.proc.wait(30)
+                raise ChaosError(
+                    f"broker {node} did not exit within 60 s:\n{broker.log_tail(12000)}"
+                ) from None
+            if broker.proc.stdout is not None:
+                broker.proc.stdout.close()
+        broker.start()
+
+    def heal(self) -> None:
+        for node in list(self.paused):
+            self.signal(node, signal.SIGCONT)
+            self.paused.discard(node)
+        for node in self.brokers:
+            if not self.alive(node):
+                self.restart(node)
+
+    def stop(self) -> None:
+        for node in list(self.paused):
+            self.signal(node, signal.SIGCONT)
+        self.paused.clear()
+        for broker in self.brokers.values():
+            broker.stop()
+        self.zk.stop()
+
+
+def wait(predicate: Callable[[], object], what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if predicate():
+                return
+        except Exception:  # a broker restarting: ask again
+            pass
+        if time.monotonic() > deadline:
+            raise ChaosError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.1)
+
+
+# -- the nemesis --------------------------------------------------------------------------------
+
+
+def one_fault(cluster: Cluster, rng: random.Random) -> str:
+    """Inflict one fault and undo it (the cluster has all three brokers up when this returns)."""
+    kind = rng.choices(FAULTS, WEIGHTS)[0]
+    session = cluster.session_ms / 1000
+    if kind == "kill-controller":
+        node = cluster.metadata().controller_id
+        if node not in cluster.brokers:
+            kind, node = "kill", rng.choice(list(cluster.brokers))
+    else:
+        node = rng.choice(list(cluster.brokers))
+    cluster.say(f"fault: {kind} broker {node}")
+    if kind in ("kill", "kill-controller"):
+        cluster.signal(node, signal.SIGKILL)
+        time.sleep(rng.uniform(0.2, 1.5))
+        cluster.restart(node)
+    elif kind == "term":
+        cluster.signal(node, signal.SIGTERM)
+        cluster.restart(node)
+    else:
+        cluster.signal(node, signal.SIGSTOP)
+        cluster.paused.add(node)
+        time.sleep(rng.uniform(0.3, session * 0.6) if kind == "pause" else session + rng.uniform(1.0, 2.5))
+        cluster.signal(node, signal.SIGCONT)
+        cluster.paused.discard(node)
+    # The next fault waits for all three registered (faults one at a time, as the bar asks).
+    wait(lambda: len(cluster.metadata().brokers) == 3, "three brokers after a fault", 60)
+    time.sleep(rng.uniform(0.2, 1.0))
+    return kind
+
+
+# -- the workload -------------------------------------------------------------------------------
+
+
+class Workload:
+    """Idempotent acks=all producers; each value unique; every acknowledgement's offset kept."""
+
+    def __init__(self, bootstrap: str, producers: int, rate: int) -> None:
+        self.bootstrap = bootstrap
+        self.producers = producers
+        self.rate = rate
+        self.acked: dict[bytes, tuple[int, int]] = {}
+        self.failed: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        for n in range(self.producers):
+            thread = threading.Thread(target=self._produce, args=(n,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _produce(self, n: int) -> None:
+        from confluent_kafka import Producer
+
+        def report(err: Any, msg: Any) -> None:
+            with self._lock:
+                if err is None:
+                    self.acked[msg.value()] = (msg.partition(), msg.offset())
+                else:
+                    self.failed.append(str(err))
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 5, "message.timeout.ms": 300_000, "on_delivery": report})  # fmt: skip
+        interval = self.producers / self.rate
+        for seq in range(10**8):  # bounded by the stop flag, checked every record
+            if self._stop.is_set():
+                break
+            producer.produce(TOPIC, b"p%d-%09d" % (n, seq), key=b"%d" % (seq % 97))
+            with self._lock:
+                self.sent += 1
+            producer.poll(0)
+            time.sleep(interval)
+        producer.flush(300)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(320)
+
+
+# -- the checker --------------------------------------------------------------------------------
+
+
+def read_everything(bootstrap: str) -> dict[int, list[tuple[int, bytes]]]:
+    """(offset, value) of every record below each partition's HW, read from the start."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "chaos-check", "enable.auto.commit": False}
+    )
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30, cached=False)[1]
+            for p in range(PARTITIONS)}  # fmt: skip
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    found: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+    deadline = time.monotonic() + 300
+    while any(found[p][-1][0] + 1 < ends[p] if found[p] else ends[p] > 0 for p in found):
+        if time.monotonic() > deadline:
+            raise ChaosError(f"reading back timed out: {[len(v) for v in found.values()]} of {ends}")
+        for message in consumer.consume(10_000, 0.5):
+            if message.error() is None and message.offset() < ends[message.partition()]:
+                found[message.partition()].append((message.offset(), message.value()))
+    consumer.close()
+    return found
+
+
+def check(report: Report, workload: Workload, found: dict[int, list[tuple[int, bytes]]]) -> None:
+    seen: dict[bytes, tuple[int, int]] = {}
+    for partition, records in found.items():
+        offsets = [o for o, _ in records]
+        start = offsets[0] if offsets else 0
+        if offsets != list(range(start, start + len(offsets))):
+            report.gaps.append(f"{TOPIC}-{partition}")
+        for offset, value in records:
+            if value in seen:
+                report.duplicated.append(value.decode())
+            seen[value] = (partition, offset)
+        report.read += len(records)
+    for value, where in workload.acked.items():
+        got = seen.get(value)
+        if got is None:
+            report.lost.append(value.decode())
+        elif got != where:
+            report.moved.append(f"{value.decode()} acked at {where}, read at {got}")
+
+
+def check_replicas(report: Report, cluster: Cluster) -> None:
+    """After a clean stop of all: each partition's three logs byte-identical, epochs rising."""
+    from logstore.records.batch import batches_of
+
+    for partition in range(PARTITIONS):
+        copies = {}
+        for node, broker in cluster.brokers.items():
+            directory = os.path.join(broker.data_dir, f"{TOPIC}-{partition}")
+            data = b"".join(
+                open(os.path.join(directory, n), "rb").read()  # noqa: SIM115
+                for n in sorted(os.listdir(directory))
+                if n.endswith(".log")
+            )
+            copies[node] = data
+            epochs = [b.partition_leader_epoch for b in batches_of(memoryview(data))]
+            if epochs != sorted(epochs):
+                report.epochs.append(f"{TOPIC}-{partition} on broker {node} (batches)")
+            with open(os.path.join(directory, "leader-epoch-checkpoint")) as f:
+                lines = f.read().split("\n")[2:]
+            entries = [tuple(map(int, line.split())) for line in lines if line.strip()]
+            if [e for e, _ in entries] != sorted({e for e, _ in entries}) or [
+                s for _, s in entries
+            ] != sorted(s for _, s in entries):
+                report.epochs.append(f"{TOPIC}-{partition} on broker {node} (checkpoint)")
+        if len(set(copies.values())) != 1:
+            sizes = {node: len(data) for node, data in copies.items()}
+            report.diverged.append(f"{TOPIC}-{partition} {sizes}")
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def run(
+    faults: int,
+    seconds: float = 3600.0,
+    *,
+    seed: int | None = None,
+    session_ms: int = 3000,
+    rate: int = 1000,
+    producers: int = 2,
+    workdir: str | None = None,
+    say: Callable[[str], None] = print,
+) -> Report:
+    """Run the workload under ``faults`` faults (or until ``seconds``), heal, check (module doc)."""
+    rng = random.Random(seed)
+    own = workdir is None
+    root = workdir or tempfile.mkdtemp(prefix="logstore-chaos-")
+    report = Report()
+    cluster = Cluster(root, session_ms, say)
+    started = time.monotonic()
+    try:
+        cluster.start()
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[
+            TOPIC
+        ].result(30)
+        wait(lambda: all(len(p.isrs) == 3 for p in cluster.metadata(TOPIC).topics[TOPIC].partitions.values()),
+             "an ISR of three", 60)  # fmt: skip
+        workload = Workload(cluster.bootstrap, producers, rate)
+        workload.start()
+        deadline = started + seconds
+        for _ in range(faults):
+            if time.monotonic() > deadline:
+                break
+            report.faults[one_fault(cluster, rng)] += 1
+        cluster.heal()
+        wait(lambda: all(len(p.isrs) == 3 for p in cluster.metadata(TOPIC).topics[TOPIC].partitions.values()),
+             "every ISR whole again", 120)  # fmt: skip
+        workload.stop()
+        report.sent, report.acknowledged, report.failed = (
+            workload.sent,
+            len(workload.acked),
+            len(workload.failed),
+        )
+        check(report, workload, read_everything(cluster.bootstrap))
+        wait(lambda: _logs_equal_lengths(cluster), "followers caught up", 60)
+        for broker in cluster.brokers.values():
+            broker.stop()
+        check_replicas(report, cluster)
+    finally:
+        cluster.stop()
+        report.seconds = time.monotonic() - started
+        if own:
+            shutil.rmtree(root, ignore_errors=True)
+    return report
+
+
+def _logs_equal_lengths(cluster: Cluster) -> bool:
+    sizes = set()
+    for partition in range(PARTITIONS):
+        per = []
+        for broker in cluster.brokers.values():
+            directory = os.path.join(broker.data_dir, f"{TOPIC}-{partition}")
+            per.append(
+                sum(
+                    os.path.getsize(os.path.join(directory, n))
+                    for n in os.listdir(directory)
+                    if n.endswith(".log")
+                )
+            )
+        sizes.add(len(set(per)) == 1)
+    return sizes == {True}
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--faults", type=int, default=1000, help="faults to inflict (default 1000)")
+    parser.add_argument("--seconds", type=float, default=24 * 3600, help="stop the nemesis after this long")
+    parser.add_argument("--seed", type=int, default=None, help="the nemesis' random seed (default: random)")
+    parser.add_argument(
+        "--session-ms", type=int, default=3000, help="zookeeper.session.timeout.ms (default 3000)"
+    )
+    parser.add_argument(
+        "--rate", type=int, default=1000, help="records per second, all producers (default 1000)"
+    )
+    parser.add_argument("--producers", type=int, default=2, help="producer threads (default 2)")
+    parser.add_argument(
+        "--workdir",
+        default=None,
+        help="keep the brokers' data and logs here (default: a temporary directory, removed)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    print(f"chaos: seed {seed}, {args.faults} faults, session {args.session_ms} ms", flush=True)
+    started = time.monotonic()
+
+    def say(line: str) -> None:
+        print(f"[{time.monotonic() - started:7.1f} s] {line}", flush=True)
+
+    report = run(args.faults, args.seconds, seed=seed, session_ms=args.session_ms, rate=args.rate,
+                 producers=args.producers, workdir=args.workdir, say=say)  # fmt: skip
+    print(report.table())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

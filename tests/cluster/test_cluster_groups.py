@@ -1,0 +1,83 @@
+"""Consumer groups in a cluster: each group's coordinator is the leader of its __consumer_offsets
+partition (replicated like any topic), and moves with that leadership."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from brokerkit import wait_until
+from clusterkit import BrokerProcess, isrs, leaders, metadata
+
+from logstore.coordinator import partition_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+SETTINGS = {"offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}
+
+
+def _consume(bootstrap: str, group: str, count: int, timeout: float = 60) -> list[bytes]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.subscribe(["g"])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        for message in consumer.consume(min(500, count - len(got)), 0.5):  # exactly ``count``
+            if message.error() is None:
+                got.append(message.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    return got
+
+
+def test_a_group_survives_its_coordinators_death(cluster: Callable[..., BrokerProcess]) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    brokers = {i: cluster(i, **SETTINGS) for i in (1, 2, 3)}
+    wait_until(lambda: len(metadata(brokers[1].bootstrap).brokers) == 3, "three brokers")
+    admin = AdminClient({"bootstrap.servers": brokers[1].bootstrap})
+    admin.create_topics([NewTopic("g", 2, 3, config={"min.insync.replicas": "2"})])["g"].result(30)
+    producer = Producer({"bootstrap.servers": brokers[1].bootstrap, "acks": "all"})
+    for i in range(400):
+        producer.produce("g", b"v%03d" % i)
+    assert producer.flush(30) == 0
+    first = _consume(brokers[2].bootstrap, "readers", 200)
+    assert len(first) == 200
+    # The group's coordinator: the leader of its offsets partition (RF 3, like Kafka's default).
+    offsets = metadata(brokers[1].bootstrap, "__consumer_offsets").topics["__consumer_offsets"].partitions
+    assert all(len(p.replicas) == 3 for p in offsets.values())
+    found: list[int | None] = []
+    wait_until(
+        lambda: found.append(_coordinator(brokers[1].bootstrap, "readers")) or found[-1] is not None,
+        "described",
+    )
+    coordinator = found[-1]
+    assert coordinator == leaders(brokers[1].bootstrap, "__consumer_offsets")[partition_for("readers", 3)]
+    wait_until(lambda: all(len(v) == 3 for v in isrs(brokers[1].bootstrap, "__consumer_offsets").values()),
+               "offsets replicated")  # fmt: skip
+    time.sleep(1)  # the followers fetch the last commit
+    brokers[coordinator].kill()
+    alive = [b for i, b in brokers.items() if i != coordinator]
+    rest = _consume(alive[0].bootstrap, "readers", 400 - len(first))
+    # The committed position moved with the coordinator: nothing read twice, nothing skipped.
+    assert sorted(first + rest) == sorted(b"v%03d" % i for i in range(400))
+    wait_until(
+        lambda: _coordinator(alive[1].bootstrap, "readers") not in (None, coordinator), "a new coordinator"
+    )
+
+
+def _coordinator(bootstrap: str, group: str) -> int | None:
+    from logstore.client.admin import AdminClient
+
+    try:
+        found = (
+            AdminClient({"bootstrap.servers": bootstrap}).describe_consumer_groups([group])[group].result(5)
+        )
+    except Exception:  # a dead coordinator, or librdkafka's _DESTROY of its bootstrap handle: ask again
+        return None
+    return int(found.coordinator.id)
