@@ -36,6 +36,7 @@ exit status is 1 if any check fails.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import random
 import shutil
@@ -241,8 +242,9 @@ def one_fault(cluster: Cluster, rng: random.Random) -> str:
 class Workload:
     """Idempotent acks=all producers; each value unique; every acknowledgement's offset kept."""
 
-    def __init__(self, bootstrap: str, producers: int, rate: int) -> None:
+    def __init__(self, bootstrap: str, producers: int, rate: int, client_log: str | None = None) -> None:
         self.bootstrap = bootstrap
+        self.client_log = client_log
         self.producers = producers
         self.rate = rate
         self.acked: dict[bytes, tuple[int, int]] = {}
@@ -268,8 +270,14 @@ class Workload:
                 else:
                     self.failed.append(str(err))
 
-        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                             "linger.ms": 5, "message.timeout.ms": 300_000, "on_delivery": report})  # fmt: skip
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5, "message.timeout.ms": 300_000, "on_delivery": report}  # fmt: skip
+        if self.client_log:  # librdkafka's idempotence decisions (epoch bumps, retries), for a post-mortem
+            logger = logging.getLogger(f"chaos.producer-{n}")
+            logger.addHandler(logging.FileHandler(f"{self.client_log}.{n}"))
+            logger.setLevel(logging.DEBUG)
+            config.update({"debug": "eos,msg", "logger": logger})
+        producer = Producer(config)
         interval = self.producers / self.rate
         for seq in range(10**8):  # bounded by the stop flag, checked every record
             if self._stop.is_set():
@@ -373,6 +381,7 @@ def run(
     rate: int = 1000,
     producers: int = 2,
     workdir: str | None = None,
+    client_log: str | None = None,
     say: Callable[[str], None] = print,
 ) -> Report:
     """Run the workload under ``faults`` faults (or until ``seconds``), heal, check (module doc)."""
@@ -392,7 +401,7 @@ def run(
         ].result(30)
         wait(lambda: all(len(p.isrs) == 3 for p in cluster.metadata(TOPIC).topics[TOPIC].partitions.values()),
              "an ISR of three", 60)  # fmt: skip
-        workload = Workload(cluster.bootstrap, producers, rate)
+        workload = Workload(cluster.bootstrap, producers, rate, client_log)
         workload.start()
         deadline = started + seconds
         for _ in range(faults):
@@ -457,6 +466,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="keep the brokers' data and logs here (default: a temporary directory, removed)",
     )
+    parser.add_argument(
+        "--client-log",
+        default=None,
+        metavar="PATH",
+        help="write each producer's librdkafka debug log (eos,msg) to PATH.<n>, for a post-mortem",
+    )
     return parser.parse_args(argv)
 
 
@@ -470,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{time.monotonic() - started:7.1f} s] {line}", flush=True)
 
     report = run(args.faults, args.seconds, seed=seed, session_ms=args.session_ms, rate=args.rate,
-                 producers=args.producers, workdir=args.workdir, say=say)  # fmt: skip
+                 producers=args.producers, workdir=args.workdir, client_log=args.client_log, say=say)  # fmt: skip
     print(report.table())
     return 0 if report.ok else 1
 

@@ -788,3 +788,81 @@ def consume(topic: str, bootstrap_server: str, client_name: str, group: str | No
         pass
     finally:
         click.echo(f"Processed a total of {count} messages", err=True)
+
+
+@main.command("reassign-partitions")
+@_BOOTSTRAP_OPTION
+@_TIMEOUT_OPTION
+@click.option("--reassignment-json-file", "plan_file", default=None, metavar="FILE",
+              help='The plan: {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}.')  # fmt: skip
+@click.option("--execute", "action", flag_value="execute", help="Start the plan's reassignments.")
+@click.option("--verify", "action", flag_value="verify", help="Say, per partition, whether the plan is done.")
+@click.option("--cancel", "action", flag_value="cancel", help="Cancel the plan's reassignments in progress.")
+@click.option("--list", "action", flag_value="list", help="Every reassignment in progress.")
+@click.option("--generate", "action", flag_value="generate",
+              help="Propose a plan moving whole topics onto --broker-list.")  # fmt: skip
+@click.option("--topics-to-move-json-file", "topics_file", default=None, metavar="FILE",
+              help='With --generate: {"version":1,"topics":[{"topic":"t"}]}.')  # fmt: skip
+@click.option(
+    "--broker-list", default=None, metavar="1,2,3", help="With --generate: the brokers to move onto."
+)
+@click.option("--disable-rack-aware", is_flag=True, help="With --generate: ignore broker.rack.")
+@click.option(
+    "--command-config", multiple=True, metavar="KEY=VALUE", help="An admin client config key (repeatable)."
+)
+def reassign_partitions(bootstrap_server: str, timeout: float, plan_file: str | None, action: str | None,
+                        topics_file: str | None, broker_list: str | None, disable_rack_aware: bool,
+                        command_config: tuple[str, ...]) -> None:  # fmt: skip
+    """Move partitions' replicas between brokers, like kafka-reassign-partitions.
+
+    \b
+    logstore reassign-partitions --generate --topics-to-move-json-file topics.json --broker-list 2,3
+    logstore reassign-partitions --reassignment-json-file plan.json --execute
+    logstore reassign-partitions --reassignment-json-file plan.json --verify
+    logstore reassign-partitions --reassignment-json-file plan.json --cancel
+    logstore reassign-partitions --list
+
+    --execute prints the current assignment first: keep it, it is the plan that
+    rolls the move back. New replicas copy the partition from its leader; once
+    they are in sync the old replicas are removed and delete their copies.
+    --verify exits with 1 while any partition of the plan is not done.
+    """
+    from logstore import reassign
+    from logstore.client.admin import AdminClient
+
+    if action is None:
+        raise click.UsageError("say what to do: --execute, --verify, --cancel, --list or --generate")
+    if action in ("execute", "verify", "cancel") and plan_file is None:
+        raise click.UsageError(f"--{action} needs --reassignment-json-file FILE")
+    if action == "generate" and (topics_file is None or broker_list is None):
+        raise click.UsageError("--generate needs --topics-to-move-json-file FILE and --broker-list 1,2,3")
+    config = {"bootstrap.servers": bootstrap_server, **_props(command_config, "--command-config")}
+    admin = AdminClient(config)
+    try:
+        if action == "list":
+            lines = _run(lambda: reassign.list_ongoing(admin, timeout))
+        elif action == "generate":
+            assert topics_file is not None and broker_list is not None
+            try:
+                brokers = [int(b) for b in broker_list.split(",") if b.strip()]
+            except ValueError:
+                raise click.BadParameter(
+                    f"{broker_list!r}: broker ids separated by commas", param_hint="--broker-list"
+                ) from None
+            lines = _run(
+                lambda: reassign.generate(admin, topics_file, brokers, timeout, not disable_rack_aware)
+            )
+        else:
+            assert plan_file is not None
+            plan = _run(lambda: reassign.load_plan(plan_file))
+            if action == "verify":
+                lines, done = _run(lambda: reassign.verify(admin, plan, timeout))
+                for line in lines:
+                    click.echo(line)
+                raise SystemExit(0 if done else 1)
+            run = reassign.execute if action == "execute" else reassign.cancel
+            lines = _run(lambda: run(admin, plan, timeout))
+        for line in lines:
+            click.echo(line)
+    finally:
+        admin.close()

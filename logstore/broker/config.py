@@ -60,6 +60,9 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "zookeeper.connection.timeout.ms": ("int", None, 1),  # Kafka: the session timeout
     "broker.rack": ("string", None, None),
     "unclean.leader.election.enable": ("boolean", False, None),
+    "auto.leader.rebalance.enable": ("boolean", True, None),
+    "leader.imbalance.check.interval.seconds": ("long", 300, 1),
+    "leader.imbalance.per.broker.percentage": ("int", 10, 0),
     # Replication (docs/cluster.md), Kafka's names and defaults.
     "replica.lag.time.max.ms": ("long", 30_000, 1),
     "replica.fetch.wait.max.ms": ("int", 500, 0),

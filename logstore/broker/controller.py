@@ -66,6 +66,18 @@ class ClusterLink(TopicController, Protocol):
 
     def controlled_shutdown(self, timeout: float) -> list[tuple[str, int]]: ...
 
+    def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[Any, str | None]]: ...
+
+    def alter_reassignments(
+        self, changes: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], tuple[Any, str | None]]: ...
+
+    def list_reassignments(
+        self, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]: ...
+
     def close(self) -> None: ...
 
 

@@ -60,6 +60,9 @@ from logstore.storage.log import Log, ReadResult
 from logstore.storage.log_manager import LogManager
 
 _log = logging.getLogger("logstore.broker")
+
+LEADERSHIP_WAIT_S = 0.5
+"""How long a produce to an in-sync follower waits to become the leader's (:meth:`ReplicaManager._await_leadership`)."""
 _MAX_TIMESTAMP_AT = 35
 _TIMESTAMP = struct.Struct(">q")
 
@@ -189,6 +192,8 @@ class ReplicaManager:
     ) -> AppendResult:
         """Validate and append one partition's batch (see the module doc); wakes its fetches."""
         partition = self.leader_partition(topic, index)
+        if partition == ErrorCode.not_leader_or_follower and self.replicated:
+            partition = await self._await_leadership(topic, index)
         if not isinstance(partition, Partition):
             return AppendResult(partition)
         log = partition.log
@@ -210,8 +215,11 @@ class ReplicaManager:
                     entry.batches[-1] if entry is not None and entry.batches else None,
                 )  # fmt: skip
                 return AppendResult(error, log_start=log.log_start_offset)
-            if duplicate is not None:
-                return AppendResult(ErrorCode.none, duplicate.first_offset, -1, log.log_start_offset)
+            if duplicate is not None:  # a retry: its first append's offset, once replicated as acks asks
+                result = AppendResult(ErrorCode.none, duplicate.first_offset, -1, log.log_start_offset)
+                if acks == -1 and self.replicated:
+                    result.required_offset = duplicate.last_offset + 1
+                return result
         # A large request's records are a writable view of its frame: offsets go in place.
         writable = isinstance(records, memoryview) and not records.readonly
         buffer: memoryview | bytearray = (
@@ -243,6 +251,31 @@ class ReplicaManager:
         if acks == -1 and self.replicated:
             result.required_offset = info.last_offset + 1
         return result
+
+    async def _await_leadership(self, topic: str, index: int) -> Partition | ErrorCode:
+        """A produce that reaches an in-sync follower may be early: another broker's metadata can
+        name this one leader before the controller's word reaches it. It waits up to
+        :data:`LEADERSHIP_WAIT_S` for that word rather than answering NOT_LEADER_OR_FOLLOWER at once.
+
+        Why: librdkafka, answered NOT_LEADER for one batch and then OUT_OF_ORDER_SEQUENCE for the
+        next (sent to the same broker once it leads), bumps its producer epoch and sends again
+        every batch it holds, duplicating any whose earlier outcome it did not know (the chaos
+        run found one such duplicate). A follower out of the ISR cannot be elected: it answers
+        at once. Requests on a connection are served in order, so a later batch cannot overtake."""
+        held = self._partitions.get((topic, index))
+        if held is None or self.node_id not in held.state.isr:
+            return ErrorCode.not_leader_or_follower
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LEADERSHIP_WAIT_S
+        for _ in range(1 << 16):  # each pass waits for a change on the partition or the deadline
+            left = deadline - loop.time()
+            if left <= 0 or self._closing:
+                break
+            await self.purgatory.wait([(topic, index)], left)
+            found = self.leader_partition(topic, index)
+            if found != ErrorCode.not_leader_or_follower:
+                return found
+        return self.leader_partition(topic, index)
 
     async def await_replication(self, appended: list[tuple[str, int, AppendResult]], timeout: float) -> None:
         """Kafka's delayed produce: wait until each acks=-1 append is below its partition's HW,
@@ -359,10 +392,20 @@ class ReplicaManager:
         for index in range(count):
             state = self.metadata.partition_state(topic, index)
             log = self.logs_by_partition.find_log(topic, index)
-            if state is None or log is None or self.node_id not in state.replicas:
+            if state is not None and log is not None and self.node_id not in state.replicas:
+                self._drop((topic, index))
+                self._spawn(self._delete_replica((topic, index)))
+                continue
+            if state is None or log is None:
                 self._drop((topic, index))
                 continue
             self._apply_state(topic, index, log, state)
+
+    async def _delete_replica(self, key: tuple[str, int]) -> None:
+        """This broker's replica was reassigned away (Kafka's StopReplica with delete): its fetch
+        stopped first (:meth:`_drop`), then its log goes, off the event loop."""
+        _log.info("%s-%d: no longer a replica on broker %d; deleting its log", *key, self.node_id)
+        await asyncio.get_running_loop().run_in_executor(None, self.logs_by_partition.delete_logs, [key])
 
     def _drop(self, key: tuple[str, int]) -> None:
         """Forget a partition this broker no longer holds (its topic deleted, or the replica moved)."""

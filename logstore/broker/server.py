@@ -416,11 +416,15 @@ class Broker:
         if self.cluster_link is not None:  # Kafka's controlled shutdown: leaderships move first
             loop = asyncio.get_running_loop()
             started = time.monotonic()
-            kept = await loop.run_in_executor(None, self.cluster_link.controlled_shutdown, 10.0)
-            _log.info(
-                "controlled shutdown: leaderships moved in %.2f s; %d kept (no other replica in sync)",
-                time.monotonic() - started, len(kept),
-            )  # fmt: skip
+            try:
+                kept = await loop.run_in_executor(None, self.cluster_link.controlled_shutdown, 10.0)
+            except Exception:  # the rest of close must run: listeners, logs, the session
+                _log.exception("controlled shutdown failed; stopping without it")
+            else:
+                _log.info(
+                    "controlled shutdown: leaderships moved in %.2f s; %d kept (no other replica in sync)",
+                    time.monotonic() - started, len(kept),
+                )  # fmt: skip
         for server in self._servers:
             server.close()
         if self._reaper is not None:

@@ -70,7 +70,10 @@ ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
+ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
 
@@ -626,6 +629,36 @@ class PartitionMetadata:
 
     def __str__(self) -> str:
         return str(self.id)
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' election types (confluent-kafka's ``ElectionType``)."""
+
+    PREFERRED = 0  #: the first assigned replica, if it is alive and in sync
+    UNCLEAN = 1  #: any live replica, for a partition with no leader (may lose acknowledged records)
+
+
+class PartitionReassignment:
+    """A reassignment in progress (Java's ``PartitionReassignment``): the partition's replicas (the
+    target first, then the original replicas not in it), those being added and those being removed."""
+
+    def __init__(self, replicas: list[int], adding_replicas: list[int], removing_replicas: list[int]) -> None:
+        self.replicas = replicas
+        self.adding_replicas = adding_replicas
+        self.removing_replicas = removing_replicas
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionReassignment(replicas={self.replicas}, adding_replicas={self.adding_replicas}, "
+            f"removing_replicas={self.removing_replicas})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PartitionReassignment) and (
+            self.replicas,
+            self.adding_replicas,
+            self.removing_replicas,
+        ) == (other.replicas, other.adding_replicas, other.removing_replicas)
 
 
 class DescribeClusterResult:
@@ -1954,6 +1987,150 @@ class AdminClient:
         self._submit(futures.values(), work)
         return futures
 
+    # -- leaders and replicas (the controller's) ---------------------------------
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType,
+        partitions: list[TopicPartition] | None = None,
+        *,
+        request_timeout: float | None = None,
+        operation_timeout: float = 60.0,
+    ) -> Future[dict[TopicPartition, KafkaError | None]]:
+        """A preferred or unclean leader election (ElectLeaders, sent to the controller) for
+        ``partitions`` or, with None, every partition. The future's result: each partition's
+        KafkaError (ELECTION_NOT_NEEDED when its leader is already the one asked for) or None."""
+        election = ElectionType(election_type)
+        if partitions is not None:
+            _nonempty_list("partitions", partitions, TopicPartition, "TopicPartition objects")
+        timeout_ms = int(_seconds("operation_timeout", operation_timeout, 0) * 1000)
+        deadline = self._deadline(request_timeout)
+        future = _future()
+        topics: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        fields = {
+            "election_type": int(election),
+            "topic_partitions": None if partitions is None else [
+                {"topic": t, "partitions": ps} for t, ps in topics.items()
+            ],
+            "timeout": timeout_ms,
+        }  # fmt: skip
+
+        def parse(response: Any, _: list[str]) -> dict[str, Any]:
+            if getattr(response, "error_code", 0):
+                return {"elect": _error(response.error_code, None)}
+            return {"elect": response}
+
+        def work() -> None:
+            response = self._to_controller(ELECT_LEADERS, ["elect"], lambda _: fields, parse, deadline)[
+                "elect"
+            ]
+            if isinstance(response, KafkaError):
+                raise KafkaException(response)
+            result: dict[TopicPartition, KafkaError | None] = {}
+            for topic in response.replica_election_results:
+                for p in topic.partition_result:
+                    error = _error(p.error_code, p.error_message) if p.error_code else None
+                    result[TopicPartition(topic.topic, p.partition_id)] = error
+            future.set_result(result)
+
+        self._submit([future], work)
+        return future
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, list[int] | None],
+        *,
+        request_timeout: float | None = None,
+    ) -> dict[TopicPartition, Future[None]]:
+        """Move partitions to new replicas, or cancel a move with None (AlterPartitionReassignments,
+        sent to the controller; Java's ``alterPartitionReassignments``). One future per partition;
+        it settles when the controller has started the move (ListPartitionReassignments shows it
+        until the new replicas are in sync and the old ones gone)."""
+        if not isinstance(reassignments, Mapping) or not reassignments:
+            raise ValueError(
+                "reassignments must be a non-empty dict of TopicPartition to a list of broker ids or None"
+            )
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, replicas in reassignments.items():
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(
+                    f"reassignments' keys must be TopicPartition objects, not {type(tp).__name__}"
+                )
+            if replicas is not None and (
+                not isinstance(replicas, list) or not all(isinstance(b, int) for b in replicas)
+            ):
+                raise TypeError(f"{tp}: replicas must be a list of broker ids (int) or None to cancel")
+            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "replicas": replicas})
+        deadline = self._deadline(request_timeout)
+        futures = {tp: _future() for tp in reassignments}
+        fields = {
+            "timeout": int(max(deadline - time.monotonic(), 0) * 1000),
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            "allow_replication_factor_change": True,
+        }
+
+        def parse(response: Any, _: list[str]) -> dict[str, Any]:
+            if response.error_code:
+                return {"alter": _error(response.error_code, response.error_message)}
+            return {"alter": response}
+
+        def work() -> None:
+            response = self._to_controller(ALTER_PARTITION_REASSIGNMENTS, ["alter"], lambda _: fields, parse,
+                                           deadline)["alter"]  # fmt: skip
+            if isinstance(response, KafkaError):
+                raise KafkaException(response)
+            outcomes: dict[TopicPartition, Any] = {}
+            for topic in response.responses:
+                for p in topic.partitions:
+                    error = _error(p.error_code, p.error_message) if p.error_code else None
+                    outcomes[TopicPartition(topic.name, p.partition_index)] = error
+            _settle(futures, outcomes)
+
+        self._submit(futures.values(), work)
+        return futures
+
+    def list_partition_reassignments(
+        self, partitions: list[TopicPartition] | None = None, *, request_timeout: float | None = None
+    ) -> Future[dict[TopicPartition, PartitionReassignment]]:
+        """The reassignments in progress, among ``partitions`` or all (ListPartitionReassignments,
+        sent to the controller)."""
+        if partitions is not None:
+            _nonempty_list("partitions", partitions, TopicPartition, "TopicPartition objects")
+        deadline = self._deadline(request_timeout)
+        topics: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        fields = {
+            "timeout": int(max(deadline - time.monotonic(), 0) * 1000),
+            "topics": None if partitions is None else [
+                {"name": t, "partition_indexes": ps} for t, ps in topics.items()
+            ],
+        }  # fmt: skip
+        future = _future()
+
+        def parse(response: Any, _: list[str]) -> dict[str, Any]:
+            if response.error_code:
+                return {"list": _error(response.error_code, response.error_message)}
+            return {"list": response}
+
+        def work() -> None:
+            response = self._to_controller(LIST_PARTITION_REASSIGNMENTS, ["list"], lambda _: fields, parse,
+                                           deadline)["list"]  # fmt: skip
+            if isinstance(response, KafkaError):
+                raise KafkaException(response)
+            future.set_result({
+                TopicPartition(topic.name, p.partition_index): PartitionReassignment(
+                    list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)
+                )
+                for topic in response.topics
+                for p in topic.partitions
+            })  # fmt: skip
+
+        self._submit([future], work)
+        return future
+
     def _deadline(self, request_timeout: Any) -> float:
         return time.monotonic() + _seconds("request_timeout", request_timeout, self._default_timeout)
 
@@ -2088,6 +2265,7 @@ __all__ = [
     "ConsumerGroupType",
     "DeletedRecords",
     "DescribeClusterResult",
+    "ElectionType",
     "IsolationLevel",
     "ListConsumerGroupsResult",
     "ListOffsetsResultInfo",
@@ -2098,6 +2276,7 @@ __all__ = [
     "Node",
     "OffsetSpec",
     "PartitionMetadata",
+    "PartitionReassignment",
     "ResourceType",
     "TopicCollection",
     "TopicDescription",

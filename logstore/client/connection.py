@@ -69,7 +69,10 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     35: 4,  # DescribeLogDirs
     37: 3,  # CreatePartitions
     42: 2,  # DeleteGroups
+    43: 2,  # ElectLeaders
     44: 1,  # IncrementalAlterConfigs
+    45: 1,  # AlterPartitionReassignments
+    46: 0,  # ListPartitionReassignments
     47: 0,  # OffsetDelete
     60: 1,  # DescribeCluster
 }

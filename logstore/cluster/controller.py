@@ -37,22 +37,44 @@ Not thread-safe: the broker calls it from one thread (kazoo's watch thread).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from kazoo.exceptions import NodeExistsError
 from kio.schema.errors import ErrorCode
 
 from logstore.cluster.assignment import assign_replicas
-from logstore.cluster.election import controlled_shutdown_leader, offline_partition_leader
+from logstore.cluster.election import (
+    controlled_shutdown_leader,
+    offline_partition_leader,
+    preferred_replica_leader,
+)
 from logstore.cluster.zk import FencedControllerError, KafkaZkClient, LeaderAndIsr, TopicAssignment, ZkError
 from logstore.errors import TopicExistsError, UnknownTopicError
 
 _log = logging.getLogger("logstore.cluster")
 
 NO_LEADER = -1
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
+
+
+def _invalid_target(target: tuple[int, ...], live: Collection[int]) -> str | None:
+    """Why a reassignment's target replicas are refused (Kafka's messages), or None."""
+    if not target:
+        return "Empty replica list specified in partition reassignment."
+    if len(set(target)) != len(target):
+        return f"Duplicate replica ids in partition reassignment replica list: {list(target)}"
+    if any(b < 0 for b in target):
+        return f"Invalid broker id in replica list: {list(target)}"
+    if any(b not in live for b in target):
+        return (
+            f"Replica assignment has brokers that are not alive. Replica list: {list(target)}, "
+            f"live broker list: {sorted(live)}"
+        )
+    return None
 
 
 class ControllerMovedError(ZkError):
@@ -169,8 +191,8 @@ class ZkController:
         extra = assign_replicas(
             {b: reg.rack for b, reg in live.items()}, total - count, factor, start_partition=count
         )
-        grown = TopicAssignment(
-            current.topic_id, {**current.partitions, **{p: tuple(r) for p, r in extra.items()}}
+        grown = dataclasses.replace(
+            current, partitions={**current.partitions, **{p: tuple(r) for p, r in extra.items()}}
         )
         self.zk.set_topic_assignment(name, grown)
         for partition in range(count, total):
@@ -200,6 +222,8 @@ class ZkController:
                     changed[(topic, partition)] = new
                 if offline:
                     leaderless.append((topic, partition))
+                if assignment.reassigning(partition):  # a new controller finishes what it can
+                    assignment = self._maybe_complete(topic, partition, assignment)
         return ElectionResult(changed, leaderless)
 
     def _reelect(
@@ -284,7 +308,267 @@ class ZkController:
         if written is None:
             return ErrorCode.invalid_update_version, self.zk.partition_state(topic, partition)
         _log.info("%s-%d: isr %s (asked by leader %d)", topic, partition, list(isr), leader)
+        if assignment.reassigning(partition):  # a new replica in sync may finish a reassignment
+            self._maybe_complete(topic, partition, assignment)  # its new state reaches the leader by watch
         return ErrorCode.none, written
+
+    # -- preferred and unclean elections (ElectLeaders, auto.leader.rebalance.enable) --------
+
+    def elect_leaders(
+        self, election_type: int, partitions: Collection[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Kafka's ``processReplicaLeaderElection``, for an admin's ElectLeaders: per partition
+        NONE (a new leader written), ELECTION_NOT_NEEDED (the preferred replica leads, or for an
+        unclean election the leader is alive), PREFERRED_LEADER_NOT_AVAILABLE or
+        ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (being
+        deleted). ``partitions`` None: every partition. O(partitions x replicas) ZooKeeper reads."""
+        epoch = self._check_active()
+        live = set(self.zk.live_brokers()) - self.shutting_down
+        deleting = set(self.zk.topics_to_delete())
+        assignments: dict[str, TopicAssignment | None] = {}
+        if partitions is None:
+            partitions = []
+            for topic in self.zk.topics():
+                assignments[topic] = found = self.zk.topic_assignment(topic)
+                if found is not None:
+                    partitions.extend((topic, p) for p in sorted(found.partitions))
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for topic, partition in partitions:
+            if topic not in assignments:
+                assignments[topic] = self.zk.topic_assignment(topic)
+            assignment = assignments[topic]
+            if assignment is None or partition not in assignment.partitions:
+                results[(topic, partition)] = (
+                    ErrorCode.unknown_topic_or_partition, "The partition does not exist."
+                )  # fmt: skip
+            elif topic in deleting:
+                results[(topic, partition)] = (
+                    ErrorCode.invalid_topic_exception,
+                    "The topic is being deleted",
+                )
+            else:
+                replicas = assignment.partitions[partition]
+                results[(topic, partition)] = self._elect(
+                    topic, partition, replicas, election_type, live, epoch
+                )
+        return results
+
+    def _elect(
+        self,
+        topic: str,
+        partition: int,
+        replicas: tuple[int, ...],
+        election_type: int,
+        live: set[int],
+        epoch: int,
+    ) -> tuple[ErrorCode, str | None]:
+        for _ in range(5):  # bounded: each retry follows a newer znode version
+            state = self.zk.partition_state(topic, partition)
+            if state is None:
+                return ErrorCode.unknown_topic_or_partition, "The partition does not exist."
+            if election_type == PREFERRED:
+                if state.leader == replicas[0]:
+                    return ErrorCode.election_not_needed, None
+                chosen = preferred_replica_leader(replicas, state.isr, live)
+                if chosen is None:
+                    return ErrorCode.preferred_leader_not_available, (
+                        f"Failed to elect leader for partition {topic}-{partition} under strategy "
+                        "PreferredReplicaPartitionLeaderElectionStrategy"
+                    )
+            else:
+                if state.leader != NO_LEADER and state.leader in live:
+                    return ErrorCode.election_not_needed, None
+                chosen = offline_partition_leader(replicas, state.isr, live, unclean=True)
+                if chosen is None:
+                    return ErrorCode.eligible_leaders_not_available, (
+                        f"Failed to elect leader for partition {topic}-{partition} under strategy "
+                        "OfflinePartitionLeaderElectionStrategy(true)"
+                    )
+            new = LeaderAndIsr(chosen[0], state.leader_epoch + 1, chosen[1], epoch)
+            if self._write(topic, partition, new, state.zk_version) is not None:
+                kind = "preferred" if election_type == PREFERRED else "unclean"
+                _log.info(
+                    "%s-%d: %s election: leader %d, leader epoch %d, isr %s",
+                    topic, partition, kind, new.leader, new.leader_epoch, list(new.isr),
+                )  # fmt: skip
+                return ErrorCode.none, None
+        raise ZkError(f"{topic}-{partition}: the partition state kept changing under the controller")
+
+    def rebalance_leaders(self, imbalance_percentage: int) -> list[tuple[str, int]]:
+        """Kafka's ``checkAndTriggerAutoLeaderRebalance``: for each broker, the share of the
+        partitions it is preferred for that it does not lead; above ``imbalance_percentage`` %,
+        a preferred election for those where it is alive and in sync. Partitions being reassigned
+        or deleted are left alone. Returns the partitions that got their preferred leader back.
+        O(partitions x replicas) ZooKeeper reads (every ``leader.imbalance.check.interval.seconds``)."""
+        epoch = self._check_active()
+        live = set(self.zk.live_brokers()) - self.shutting_down
+        deleting = set(self.zk.topics_to_delete())
+        preferred: dict[int, int] = {}
+        imbalanced: dict[int, list[tuple[str, int, tuple[int, ...], LeaderAndIsr]]] = {}
+        for topic in self.zk.topics():
+            assignment = self.zk.topic_assignment(topic)
+            if assignment is None or topic in deleting:
+                continue
+            for partition, replicas in sorted(assignment.partitions.items()):
+                state = self.zk.partition_state(topic, partition)
+                if state is None or not replicas or assignment.reassigning(partition):
+                    continue
+                preferred[replicas[0]] = preferred.get(replicas[0], 0) + 1
+                if state.leader != replicas[0]:
+                    imbalanced.setdefault(replicas[0], []).append((topic, partition, replicas, state))
+        moved: list[tuple[str, int]] = []
+        for broker, behind in sorted(imbalanced.items()):
+            ratio = len(behind) / preferred[broker]
+            if broker not in live or ratio * 100 <= imbalance_percentage:
+                continue
+            _log.info("broker %d leads %d of the %d partitions it is preferred for: rebalancing",
+                      broker, preferred[broker] - len(behind), preferred[broker])  # fmt: skip
+            for topic, partition, replicas, state in behind:
+                if broker in state.isr:
+                    error, _ = self._elect(topic, partition, replicas, PREFERRED, live, epoch)
+                    if error == ErrorCode.none:
+                        moved.append((topic, partition))
+        return moved
+
+    # -- reassignment (AlterPartitionReassignments, KIP-455) ---------------------------------
+
+    def alter_reassignments(
+        self, changes: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Start (target replicas) or cancel (None) reassignments, as Kafka's controller does:
+
+        - the partition's replicas become the target followed by the original replicas not in
+          it; the target's new replicas are ``adding`` (they create their logs and follow the
+          leader), the originals not in the target ``removing`` (written to the topic znode);
+        - once every target replica is in the ISR (:meth:`_maybe_complete`, checked at each
+          ISR change) the leader moves into the target if it is not there (epoch bumped), the
+          ISR keeps only target replicas, and the replicas become the target: the removed
+          brokers stop fetching and delete their logs;
+        - a new target for a partition in reassignment replaces the old one (from the original
+          replicas); a cancellation reverts to the original replicas.
+
+        Per partition: NONE, INVALID_REPLICA_ASSIGNMENT (empty, duplicate, negative or
+        non-live brokers), UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS (a
+        cancellation with none). O(changes) ZooKeeper writes."""
+        epoch = self._check_active()
+        live = set(self.zk.live_brokers())
+        deleting = set(self.zk.topics_to_delete())
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        by_topic: dict[str, dict[int, Sequence[int] | None]] = {}
+        for (topic, partition), target in changes.items():
+            by_topic.setdefault(topic, {})[partition] = target
+        for topic, partitions in sorted(by_topic.items()):
+            assignment = None if topic in deleting else self.zk.topic_assignment(topic)
+            for partition, target in sorted(partitions.items()):
+                key = (topic, partition)
+                if assignment is None or partition not in assignment.partitions:
+                    results[key] = (ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
+                    continue
+                if target is None:
+                    if not assignment.reassigning(partition):
+                        results[key] = (
+                            ErrorCode.no_reassignment_in_progress,
+                            f"Unable to cancel reassignment of {topic}-{partition}: no reassignment is in progress.",
+                        )  # fmt: skip
+                        continue
+                    target = assignment.original(partition)
+                else:
+                    problem = _invalid_target(tuple(target), live)
+                    if problem is not None:
+                        results[key] = (ErrorCode.invalid_replica_assignment, problem)
+                        continue
+                assignment = self._reassign(topic, partition, assignment, tuple(target), epoch)
+                results[key] = (ErrorCode.none, None)
+        return results
+
+    def _reassign(
+        self, topic: str, partition: int, assignment: TopicAssignment, target: tuple[int, ...], epoch: int
+    ) -> TopicAssignment:
+        original = (
+            assignment.original(partition)
+            if assignment.reassigning(partition)
+            else assignment.partitions[partition]
+        )
+        replicas = target + tuple(b for b in original if b not in target)
+        adding = tuple(b for b in target if b not in original)
+        removing = tuple(b for b in original if b not in target)
+        if set(assignment.partitions[partition]) - set(replicas):  # a replaced reassignment's additions
+            self._narrow(topic, partition, replicas, epoch)
+        assignment = assignment.with_partition(partition, replicas, adding, removing)
+        self.zk.set_topic_assignment(topic, assignment)
+        _log.info("%s-%d: reassigning to %s (adding %s, removing %s)",
+                  topic, partition, list(target), list(adding), list(removing))  # fmt: skip
+        return self._maybe_complete(topic, partition, assignment)
+
+    def _maybe_complete(self, topic: str, partition: int, assignment: TopicAssignment) -> TopicAssignment:
+        """Finish a partition's reassignment if every target replica is in its ISR (else wait)."""
+        if not assignment.reassigning(partition):
+            return assignment
+        target = assignment.target(partition)
+        state = self.zk.partition_state(topic, partition)
+        if state is None or not all(b in state.isr for b in target):
+            return assignment
+        if not self._narrow(topic, partition, target, self._check_active()):
+            return assignment
+        done = assignment.with_partition(partition, target)
+        self.zk.set_topic_assignment(topic, done)
+        _log.info("%s-%d: reassignment done, replicas %s", topic, partition, list(target))
+        return done
+
+    def _narrow(self, topic: str, partition: int, keep: tuple[int, ...], epoch: int) -> bool:
+        """Keep only ``keep`` in the partition's ISR, the leader moved into it if it is outside
+        (Kafka's reassignment election: the first of ``keep`` alive and in sync; epoch bumped).
+        False if no replica of ``keep`` may lead now (the state is left as it is)."""
+        live = set(self.zk.live_brokers())
+        for _ in range(5):  # bounded: each retry follows a newer znode version
+            state = self.zk.partition_state(topic, partition)
+            if state is None:
+                return False
+            isr = tuple(b for b in state.isr if b in keep)
+            if state.leader in keep and state.leader in live:
+                if isr == state.isr:
+                    return True
+                new = LeaderAndIsr(state.leader, state.leader_epoch, isr, epoch)
+            else:
+                leader = next((b for b in keep if b in live and b in isr), None)
+                if leader is None:
+                    return False
+                new = LeaderAndIsr(leader, state.leader_epoch + 1, isr, epoch)
+            if self._write(topic, partition, new, state.zk_version) is not None:
+                _log.info("%s-%d: leader %d, leader epoch %d, isr %s",
+                          topic, partition, new.leader, new.leader_epoch, list(new.isr))  # fmt: skip
+                return True
+        raise ZkError(f"{topic}-{partition}: the partition state kept changing under the controller")
+
+    def list_reassignments(
+        self, partitions: Collection[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        """(replicas, adding, removing) of the partitions in reassignment (among ``partitions``,
+        or all). O(topics) ZooKeeper reads."""
+        self._check_active()
+        wanted = None if partitions is None else set(partitions)
+        topics = self.zk.topics() if wanted is None else sorted({t for t, _ in wanted})
+        found: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
+        for topic in topics:
+            assignment = self.zk.topic_assignment(topic)
+            if assignment is None:
+                continue
+            for partition, replicas in sorted(assignment.partitions.items()):
+                if assignment.reassigning(partition) and (wanted is None or (topic, partition) in wanted):
+                    found[(topic, partition)] = (
+                        replicas, assignment.adding.get(partition, ()), assignment.removing.get(partition, ())
+                    )  # fmt: skip
+        return found
+
+    def complete_reassignments(self) -> None:
+        """Finish every reassignment whose target is in sync (after a controller change, a
+        broker's return). O(topics) ZooKeeper reads."""
+        self._check_active()
+        for topic in self.zk.topics():
+            assignment = self.zk.topic_assignment(topic)
+            for partition in sorted(set(assignment.adding) | set(assignment.removing)) if assignment else ():
+                assert assignment is not None
+                assignment = self._maybe_complete(topic, partition, assignment)
 
     def _fence(self) -> int:
         if self.epoch is None:

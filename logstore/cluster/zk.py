@@ -36,6 +36,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
+from kazoo.retry import KazooRetry
 
 from logstore.errors import LogstoreError
 
@@ -157,10 +158,17 @@ class LeaderAndIsr:
 
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
-    """``/brokers/topics/<t>``: the topic's ID and each partition's replicas (the first preferred)."""
+    """``/brokers/topics/<t>``: the topic's ID and each partition's replicas (the first preferred).
+
+    During a reassignment (KIP-455) a partition's replicas are the target
+    replicas followed by the original ones not in the target; ``adding`` holds
+    the target's new replicas and ``removing`` the originals that will go.
+    """
 
     topic_id: uuid.UUID
     partitions: dict[int, tuple[int, ...]]
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return _json(
@@ -168,8 +176,8 @@ class TopicAssignment:
                 "version": 3,
                 "topic_id": topic_id_text(self.topic_id),
                 "partitions": {str(p): list(r) for p, r in sorted(self.partitions.items())},
-                "adding_replicas": {},
-                "removing_replicas": {},
+                "adding_replicas": {str(p): list(r) for p, r in sorted(self.adding.items()) if r},
+                "removing_replicas": {str(p): list(r) for p, r in sorted(self.removing.items()) if r},
             }
         )
 
@@ -177,9 +185,49 @@ class TopicAssignment:
     def decode(cls, data: bytes, path: str) -> TopicAssignment:
         value = _load(data, path)
         text = value.get("topic_id")
+
+        def replicas(key: str) -> dict[int, tuple[int, ...]]:
+            return {int(p): tuple(int(b) for b in r) for p, r in (value.get(key) or {}).items() if r}
+
         return cls(
             topic_id_from_text(text) if text else uuid.UUID(int=0),
-            {int(p): tuple(int(b) for b in r) for p, r in value["partitions"].items()},
+            replicas("partitions"),
+            replicas("adding_replicas"),
+            replicas("removing_replicas"),
+        )
+
+    def reassigning(self, partition: int) -> bool:
+        return bool(self.adding.get(partition) or self.removing.get(partition))
+
+    def target(self, partition: int) -> tuple[int, ...]:
+        """The replicas a partition ends with: its replicas less those being removed."""
+        removing = self.removing.get(partition, ())
+        return tuple(b for b in self.partitions[partition] if b not in removing)
+
+    def original(self, partition: int) -> tuple[int, ...]:
+        """The replicas a partition had before its reassignment: its replicas less those being added."""
+        adding = self.adding.get(partition, ())
+        return tuple(b for b in self.partitions[partition] if b not in adding)
+
+    def with_partition(
+        self,
+        partition: int,
+        replicas: tuple[int, ...],
+        adding: tuple[int, ...] = (),
+        removing: tuple[int, ...] = (),
+    ) -> TopicAssignment:
+        """A copy with one partition's replicas (and reassignment) replaced."""
+        return TopicAssignment(
+            self.topic_id,
+            {**self.partitions, partition: replicas},
+            {
+                **{p: r for p, r in self.adding.items() if p != partition},
+                **({partition: adding} if adding else {}),
+            },
+            {
+                **{p: r for p, r in self.removing.items() if p != partition},
+                **({partition: removing} if removing else {}),
+            },
         )
 
 
@@ -206,7 +254,11 @@ class KafkaZkClient:
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
-        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
+        # Reconnection at least every second, as Kafka's ZooKeeper client does: a restarted
+        # server gives each session it had one more timeout, and kazoo's default backoff (doubling
+        # without a useful cap) can wait past it and lose the session (the ZooKeeper-restart test).
+        retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0)
+        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000, connection_retry=retry)
         self._state_listeners: list[Callable[[KazooState], None]] = []
 
     # -- session -------------------------------------------------------------
@@ -454,13 +506,21 @@ class KafkaZkClient:
             return first, last
         raise ZkError(f"{PRODUCER_ID_BLOCK}: 100 tries lost to other brokers; retry")
 
-    def request_controlled_shutdown(self, broker_id: int) -> None:
+    def request_controlled_shutdown(self, broker_id: int, timeout: float = 5.0) -> None:
         """Ask the controller to move this broker's leaderships: an ephemeral
         ``/admin/controlled_shutdown/<id>`` (gone with the session). Kafka 4's protocol no longer
-        has the ControlledShutdown request a ZooKeeper-mode broker sent; the znode carries it."""
-        self.zk.ensure_path(CONTROLLED_SHUTDOWN)
-        with contextlib.suppress(NodeExistsError):
-            self.zk.create(f"{CONTROLLED_SHUTDOWN}/{broker_id}", b"", ephemeral=True)
+        has the ControlledShutdown request a ZooKeeper-mode broker sent; the znode carries it.
+        ZkError if ZooKeeper does not take it within ``timeout`` s (the broker then stops without:
+        Kafka also gives up its controlled shutdown after its retries)."""
+        if not self.zk.connected:
+            raise ZkError("ZooKeeper is not reachable: no controlled shutdown")
+        try:
+            path = f"{CONTROLLED_SHUTDOWN}/{broker_id}"
+            self.zk.create_async(path, b"", ephemeral=True, makepath=True).get(timeout=timeout)
+        except NodeExistsError:
+            pass
+        except Exception as e:  # kazoo's timeout or connection loss: the broker stops anyway
+            raise ZkError(f"the controlled shutdown request failed ({e!r})") from None
 
     def controlled_shutdowns(self) -> set[int]:
         """The brokers that asked for a controlled shutdown."""

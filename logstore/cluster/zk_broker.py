@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import queue
 import threading
@@ -39,7 +40,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from kazoo.exceptions import NodeExistsError
 from kazoo.protocol.states import KazooState
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("logstore.cluster")
 
 _STOP = object()
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,9 @@ class ClusterSettings:
     zookeeper_connection_timeout_ms: int = 18_000
     broker_rack: str | None = None
     unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
 
     @classmethod
     def of(cls, config: Any) -> ClusterSettings:
@@ -98,6 +103,9 @@ class ClusterSettings:
             int(config.zookeeper_connection_timeout_ms or session),
             config.broker_rack,
             bool(config.unclean_leader_election_enable),
+            bool(config.auto_leader_rebalance_enable),
+            int(config.leader_imbalance_check_interval_seconds),
+            int(config.leader_imbalance_per_broker_percentage),
         )
 
 
@@ -158,7 +166,9 @@ class ZkBroker:
         self._watched_topics: set[str] = set()
         self._watched_states: set[tuple[str, int]] = set()
         self._closed = False
+        self._stopping = False  # in controlled shutdown: no re-registration after a lost session
         self._session_lost = False
+        self._suspended = False
         self.changed = threading.Condition()  # notified after each handled event (tests, create_topic)
         self.on_topic_changed: Callable[[str], None] = lambda name: None
 
@@ -216,16 +226,30 @@ class ZkBroker:
         """Kazoo's session states. After LOST (the session expired: the registration and any
         controllership are gone) kazoo connects again with a new session; only then, at
         CONNECTED, can the broker register again and run for controller."""
-        if self._closed:
+        if self._closed or self._stopping:
             return
         if state == KazooState.LOST:
             self._session_lost = True
             _log.warning(
                 "broker %d lost its ZooKeeper session; it re-registers on reconnection", self.node_id
             )
+        elif state == KazooState.SUSPENDED:
+            self._suspended = True
         elif state == KazooState.CONNECTED and self._session_lost:
-            self._session_lost = False
+            self._session_lost = self._suspended = False
             self._queue("session")
+            self._resync()
+        elif state == KazooState.CONNECTED and self._suspended:
+            # The same session, back: an event whose handling the disconnection cut off (its
+            # ZooKeeper reads failed) would wait for the next change; go over everything now.
+            self._suspended = False
+            self._resync()
+
+    def _resync(self) -> None:
+        for event in ("controller", "brokers", "topics", "shutdowns"):
+            self._queue(event)
+        for name in sorted(self._watched_topics):
+            self._queue(("topic", name))
 
     def close(self) -> None:
         """Leave the cluster: resign as controller, end the session (the registration goes)."""
@@ -237,8 +261,9 @@ class ZkBroker:
         self._events.put(_STOP)
         if self._worker is not None:
             self._worker.join(30)
-        with contextlib.suppress(ZkError):
-            self.controller.resign()
+        if self.zk.zk.connected:  # else the session's end frees /controller anyway
+            with contextlib.suppress(Exception):  # ZkError, or kazoo's on a lost connection
+                self.controller.resign()
         self.zk.close()
 
     def _queue(self, event: Any) -> None:
@@ -254,8 +279,14 @@ class ZkBroker:
     # -- the worker ----------------------------------------------------------
 
     def _run(self) -> None:
+        interval = self.settings.leader_imbalance_check_interval_seconds
+        next_check = time.monotonic() + interval
         while True:
-            event = self._events.get()
+            try:
+                event = self._events.get(timeout=max(0.0, next_check - time.monotonic()))
+            except queue.Empty:
+                next_check = time.monotonic() + interval
+                event = "rebalance"
             if event is _STOP:
                 return
             if isinstance(event, threading.Event):
@@ -280,6 +311,8 @@ class ZkBroker:
     def _handle(self, event: Any) -> None:
         if event == "session":
             self.controller.session_lost()
+            if self._stopping:
+                return
             host, port = self.endpoint
             self.zk.register_broker(
                 BrokerRegistration(self.node_id, (("PLAINTEXT", host, port),), self.settings.broker_rack)
@@ -314,6 +347,8 @@ class ZkBroker:
                 self._delete_marked()
         elif isinstance(event, tuple) and event[0] == "topic":
             self._sync_topic(event[1])
+        elif event == "rebalance" and self.controller.active and self.settings.auto_leader_rebalance_enable:
+            self.controller.rebalance_leaders(self.settings.leader_imbalance_per_broker_percentage)
 
     # -- topics --------------------------------------------------------------
 
@@ -377,8 +412,16 @@ class ZkBroker:
     def controlled_shutdown(self, timeout: float) -> list[tuple[str, int]]:
         """Ask the controller to move this broker's leaderships elsewhere (and take it out of every
         ISR), and wait until the metadata shows it done or ``timeout`` s. Returns the partitions it
-        still leads: those with no other live replica in sync (they stay until it goes)."""
-        self.zk.request_controlled_shutdown(self.node_id)
+        still leads: those with no other live replica in sync (they stay until it goes). With
+        ZooKeeper unreachable the request cannot be made: the broker stops without it (as Kafka's
+        does once its retries are spent), and the controller moves the leaderships when its
+        session ends."""
+        self._stopping = True
+        try:
+            self.zk.request_controlled_shutdown(self.node_id, timeout)
+        except ZkError as e:
+            _log.warning("broker %d stops without a controlled shutdown: %s", self.node_id, e)
+            return self._led()
         self._wait_for(lambda: not self._movable_leaderships(), timeout)
         return self._led()
 
@@ -416,17 +459,13 @@ class ZkBroker:
     ) -> tuple[ErrorCode, PartitionState | None]:
         """A leader's ISR change, made by the controller on the worker thread (the controller is
         single-threaded); blocks until done. (error, the partition's state after it or None)."""
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-        def call() -> tuple[ErrorCode, Any]:
-            return self.controller.alter_partition(
-                topic, partition, leader, leader_epoch, isr, partition_epoch
-            )
-
-        self._queue(("call", call, future))
         try:
-            error, state = future.result(30)
-        except (ControllerMovedError, concurrent.futures.TimeoutError):
+            error, state = self.on_controller(
+                lambda: self.controller.alter_partition(
+                    topic, partition, leader, leader_epoch, isr, partition_epoch
+                )
+            )
+        except ControllerMovedError:
             return ErrorCode.not_controller, None
         if state is None:
             return error, None
@@ -435,6 +474,37 @@ class ZkBroker:
         return error, PartitionState(
             state.leader, state.leader_epoch, assigned, state.isr, (), state.zk_version
         )
+
+    def on_controller(self, call: Callable[[], _T], timeout: float = 30.0) -> _T:
+        """Run ``call`` on the worker thread, where the controller runs (it is single-threaded),
+        and return its result; blocks. ControllerMovedError if this broker is not the controller
+        (or stops being it, or the worker does not get to it within ``timeout`` s)."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._queue(("call", call, future))
+        try:
+            return cast(_T, future.result(timeout))
+        except concurrent.futures.TimeoutError:
+            raise ControllerMovedError(
+                f"broker {self.node_id}: the controller did not answer in {timeout} s"
+            ) from None
+
+    def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """ElectLeaders on the controller (ControllerMovedError if this broker is not it)."""
+        return self.on_controller(lambda: self.controller.elect_leaders(election_type, partitions))
+
+    def alter_reassignments(
+        self, changes: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments on the controller (ControllerMovedError if not it)."""
+        return self.on_controller(lambda: self.controller.alter_reassignments(changes))
+
+    def list_reassignments(
+        self, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        """ListPartitionReassignments on the controller (ControllerMovedError if not it)."""
+        return self.on_controller(lambda: self.controller.list_reassignments(partitions))
 
     def _delete_marked(self) -> None:
         for name in self.zk.topics_to_delete():
@@ -512,8 +582,8 @@ class ZkBroker:
             raise InvalidArgumentError(f"topic {name!r} has {count} partitions; ask for more than that")
         racks = {b.node_id: b.rack for b in self.metadata.brokers()}
         extra = assign_replicas(racks, total - count, len(current.partitions[0]), start_partition=count)
-        grown = TopicAssignment(
-            current.topic_id, {**current.partitions, **{p: tuple(r) for p, r in extra.items()}}
+        grown = dataclasses.replace(
+            current, partitions={**current.partitions, **{p: tuple(r) for p, r in extra.items()}}
         )
         self.zk.set_topic_assignment(name, grown)
         self._wait_for(lambda: self._ready(name, total), timeout)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from brokerkit import BrokerProcess
+from brokerkit import BrokerProcess, wait_until
 
 
 def metadata(bootstrap: str, topic: str | None = None) -> Any:
@@ -40,3 +42,62 @@ def segment_bytes(broker: BrokerProcess, topic: str, partition: int) -> bytes:
         with open(os.path.join(directory, name), "rb") as f:
             chunks.append(f.read())
     return b"".join(chunks)
+
+
+def three_brokers(cluster: Callable[..., BrokerProcess], **overrides: str) -> dict[int, BrokerProcess]:
+    brokers = {i: cluster(i, **overrides) for i in (1, 2, 3)}
+    wait_until(
+        lambda: all(len(metadata(b.bootstrap).brokers) == 3 for b in brokers.values()), "three brokers"
+    )
+    return brokers
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, factor: int, **config: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, factor, config=config)])[topic].result(30)
+
+
+def produce_acked(
+    bootstrap: str, topic: str, values: list[bytes], timeout: float = 60
+) -> tuple[list[bytes], list[str]]:
+    """(acknowledged values, errors) of an idempotent acks=all producer."""
+    from confluent_kafka import Producer
+
+    acked: list[bytes] = []
+    errors: list[str] = []
+
+    def report(err: object, msg: object) -> None:
+        if err is None:
+            acked.append(msg.value())  # type: ignore[attr-defined]
+        else:
+            errors.append(str(err))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": int(timeout * 1000), "linger.ms": 5})  # fmt: skip
+    for value in values:
+        producer.produce(topic, value=value, on_delivery=report)
+        producer.poll(0)
+    producer.flush(timeout + 5)
+    return acked, errors
+
+
+def consume_all(
+    bootstrap: str, topic: str, expected: int, timeout: float = 60
+) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every record, read from the start by an assigned consumer."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    partitions = metadata(bootstrap, topic).topics[topic].partitions
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    seen: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    while len(seen) < expected and time.monotonic() < deadline:
+        for message in consumer.consume(1000, 0.5):
+            if message.error() is None:
+                seen.append((message.partition(), message.offset(), message.value()))
+    consumer.close()
+    return seen

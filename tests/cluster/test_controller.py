@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from kio.schema.errors import ErrorCode
 
-from logstore.cluster.controller import NO_LEADER, ControllerMovedError, ZkController
+from logstore.cluster.controller import NO_LEADER, PREFERRED, UNCLEAN, ControllerMovedError, ZkController
 from logstore.cluster.zk import BrokerRegistration, KafkaZkClient, LeaderAndIsr
 from logstore.errors import TopicExistsError
 
@@ -139,3 +140,115 @@ def test_a_zombie_controller_writes_nothing(broker_session: Sessions) -> None:
     assert states(two, "t")[0] == (3, 0, (3, 1, 2))  # the zombie changed nothing
     assert successor.on_brokers_changed().changed[("t", 0)].leader == 1
     assert states(two, "t")[0] == (1, 1, (1, 2))
+
+
+# -- preferred elections, the auto rebalance, reassignments -------------------------------------
+
+
+def set_isr(zk: KafkaZkClient, topic: str, partition: int, leader: int, isr: tuple[int, ...]) -> None:
+    """What a leader's AlterPartition would write (same leader epoch)."""
+    state = zk.partition_state(topic, partition)
+    assert state is not None
+    new = LeaderAndIsr(leader, state.leader_epoch, isr, state.controller_epoch)
+    assert zk.update_partition_state(topic, partition, new, state.zk_version) is not None
+
+
+def test_a_preferred_election_gives_the_lead_back(broker_session: Sessions) -> None:
+    sessions = {b: broker_session(b, None) for b in (1, 2, 3)}
+    controller = ZkController(sessions[1], 1)
+    assert controller.elect()
+    controller.create_topic("t", 3, 3, assignment={0: [3, 1, 2], 1: [1, 2, 3], 2: [2, 3, 1]})
+    sessions[3].close()  # broker 3 goes: partition 0 moves to broker 1
+    controller.on_brokers_changed()
+    assert states(sessions[1], "t")[0][0] == 1
+    results = controller.elect_leaders(PREFERRED, [("t", 0), ("t", 1), ("t", 9), ("gone", 0)])
+    assert results[("t", 0)][0] == ErrorCode.preferred_leader_not_available  # broker 3 is down
+    assert results[("t", 1)] == (ErrorCode.election_not_needed, None)
+    assert results[("t", 9)][0] == results[("gone", 0)][0] == ErrorCode.unknown_topic_or_partition
+    sessions[3] = broker_session(3, None)  # back, and (as its leader would say) in sync again
+    set_isr(sessions[1], "t", 0, 1, (1, 2, 3))
+    _, epoch, _ = states(sessions[1], "t")[0]
+    everything = controller.elect_leaders(PREFERRED, None)
+    assert everything == {
+        ("t", 0): (ErrorCode.none, None),
+        ("t", 1): (ErrorCode.election_not_needed, None),
+        ("t", 2): (ErrorCode.election_not_needed, None),
+    }
+    assert states(sessions[1], "t")[0] == (3, epoch + 1, (1, 2, 3))
+    # Unclean: only a partition without a live leader needs one.
+    assert controller.elect_leaders(UNCLEAN, [("t", 0)])[("t", 0)][0] == ErrorCode.election_not_needed
+
+
+def test_the_auto_rebalance_moves_leaders_back_above_the_imbalance(broker_session: Sessions) -> None:
+    sessions = {b: broker_session(b, None) for b in (1, 2, 3)}
+    controller = ZkController(sessions[1], 1)
+    assert controller.elect()
+    assignment = {p: [1 + p % 3, 1 + (p + 1) % 3, 1 + (p + 2) % 3] for p in range(6)}
+    controller.create_topic("t", 6, 3, assignment=assignment)
+    sessions[2].close()
+    controller.on_brokers_changed()  # broker 2 preferred for partitions 1 and 4: both moved
+    assert controller.rebalance_leaders(10) == []  # broker 2 is down: nothing to give back
+    sessions[2] = broker_session(2, None)
+    set_isr(sessions[1], "t", 1, 3, (3, 1, 2))  # partition 1 in sync again, 4 not yet
+    # Broker 2 leads 0 of its 2: 100% > 50%; only partition 1 (in sync) gets it back.
+    assert controller.rebalance_leaders(50) == [("t", 1)]
+    leaders = {p: s[0] for p, s in states(sessions[1], "t").items()}
+    assert leaders[1] == 2 and leaders[4] != 2
+    set_isr(sessions[1], "t", 4, leaders[4], (leaders[4], 1 + (4 + 2) % 3, 2))
+    assert controller.rebalance_leaders(100) == []  # 1 of 2 behind = 50%, not above 100%
+    assert controller.rebalance_leaders(10) == [("t", 4)]
+    assert all(s[0] == assignment[p][0] for p, s in states(sessions[1], "t").items())
+
+
+def test_a_reassignment_adds_then_removes_replicas(broker_session: Sessions) -> None:
+    sessions = {b: broker_session(b, None) for b in (1, 2, 3, 4)}
+    controller = ZkController(sessions[1], 1)
+    assert controller.elect()
+    controller.create_topic("t", 2, 2, assignment={0: [1, 2], 1: [2, 1]})
+    results = controller.alter_reassignments(
+        {("t", 0): [3, 4], ("t", 1): [2, 2], ("t", 5): [1], ("t", 1 + 0): None}
+    )
+    assert results[("t", 0)] == (ErrorCode.none, None)
+    assert results[("t", 1)][0] == ErrorCode.no_reassignment_in_progress  # the later entry for t-1 won
+    assert results[("t", 5)][0] == ErrorCode.unknown_topic_or_partition
+    bad = controller.alter_reassignments({("t", 1): [2, 2]})[("t", 1)]
+    assert bad[0] == ErrorCode.invalid_replica_assignment and "Duplicate" in str(bad[1])
+    dead = controller.alter_reassignments({("t", 1): [9]})[("t", 1)]
+    assert dead[0] == ErrorCode.invalid_replica_assignment and "not alive" in str(dead[1])
+    assignment = sessions[1].topic_assignment("t")
+    assert assignment is not None
+    assert (assignment.partitions[0], assignment.adding[0], assignment.removing[0]) == (
+        (3, 4, 1, 2),
+        (3, 4),
+        (1, 2),
+    )
+    assert controller.list_reassignments(None) == {("t", 0): ((3, 4, 1, 2), (3, 4), (1, 2))}
+    assert states(sessions[1], "t")[0] == (1, 0, (1, 2))  # nothing moves until 3 and 4 are in sync
+    # Broker 3 catches up: still waiting for 4.
+    set_isr(sessions[1], "t", 0, 1, (1, 2, 3))
+    controller.complete_reassignments()
+    assert sessions[1].topic_assignment("t").partitions[0] == (3, 4, 1, 2)  # type: ignore[union-attr]
+    # Broker 4 too, through AlterPartition: the reassignment completes there.
+    state = sessions[1].partition_state("t", 0)
+    assert state is not None
+    error, _ = controller.alter_partition("t", 0, 1, state.leader_epoch, (1, 2, 3, 4), state.zk_version)
+    assert error == ErrorCode.none
+    done = sessions[1].topic_assignment("t")
+    assert done is not None and done.partitions[0] == (3, 4) and not done.reassigning(0)
+    leader, epoch, isr = states(sessions[1], "t")[0]
+    assert (leader, epoch, isr) == (3, 1, (3, 4))  # the leader moved into the target, epoch bumped
+    assert controller.list_reassignments(None) == {}
+
+
+def test_a_reassignment_is_cancelled_back_to_the_original_replicas(broker_session: Sessions) -> None:
+    sessions = {b: broker_session(b, None) for b in (1, 2, 3)}
+    controller = ZkController(sessions[1], 1)
+    assert controller.elect()
+    controller.create_topic("t", 1, 2, assignment={0: [1, 2]})
+    assert controller.alter_reassignments({("t", 0): [1, 3]})[("t", 0)] == (ErrorCode.none, None)
+    set_isr(sessions[1], "t", 0, 1, (1, 2))
+    assert controller.alter_reassignments({("t", 0): None})[("t", 0)] == (ErrorCode.none, None)
+    back = sessions[1].topic_assignment("t")
+    assert back is not None and back.partitions[0] == (1, 2) and not back.reassigning(0)
+    assert controller.list_reassignments([("t", 0)]) == {}
+    assert states(sessions[1], "t")[0] == (1, 0, (1, 2))

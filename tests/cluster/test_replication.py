@@ -16,81 +16,33 @@ from collections.abc import Callable
 
 import pytest
 from brokerkit import wait_until
-from clusterkit import BrokerProcess, broker_id, isrs, leaders, metadata, segment_bytes
+from clusterkit import (
+    BrokerProcess,
+    broker_id,
+    consume_all,
+    create_topic,
+    isrs,
+    leaders,
+    metadata,
+    produce_acked,
+    segment_bytes,
+    three_brokers,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
-def _three(cluster: Callable[..., BrokerProcess], **overrides: str) -> dict[int, BrokerProcess]:
-    brokers = {i: cluster(i, **overrides) for i in (1, 2, 3)}
-    wait_until(
-        lambda: all(len(metadata(b.bootstrap).brokers) == 3 for b in brokers.values()), "three brokers"
-    )
-    return brokers
-
-
-def _create(bootstrap: str, topic: str, partitions: int, factor: int, **config: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, factor, config=config)])[topic].result(30)
-
-
-def _produce(
-    bootstrap: str, topic: str, values: list[bytes], timeout: float = 60
-) -> tuple[list[bytes], list[str]]:
-    """(acknowledged values, errors) of an idempotent acks=all producer."""
-    from confluent_kafka import Producer
-
-    acked: list[bytes] = []
-    errors: list[str] = []
-
-    def report(err: object, msg: object) -> None:
-        if err is None:
-            acked.append(msg.value())  # type: ignore[attr-defined]
-        else:
-            errors.append(str(err))
-
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "message.timeout.ms": int(timeout * 1000), "linger.ms": 5})  # fmt: skip
-    for value in values:
-        producer.produce(topic, value=value, on_delivery=report)
-        producer.poll(0)
-    producer.flush(timeout + 5)
-    return acked, errors
-
-
-def _consume_all(
-    bootstrap: str, topic: str, expected: int, timeout: float = 60
-) -> list[tuple[int, int, bytes]]:
-    """(partition, offset, value) of every record, read from the start by an assigned consumer."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    partitions = metadata(bootstrap, topic).topics[topic].partitions
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
-                         "enable.auto.commit": False})  # fmt: skip
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    seen: list[tuple[int, int, bytes]] = []
-    deadline = time.monotonic() + timeout
-    while len(seen) < expected and time.monotonic() < deadline:
-        for message in consumer.consume(1000, 0.5):
-            if message.error() is None:
-                seen.append((message.partition(), message.offset(), message.value()))
-    consumer.close()
-    return seen
-
-
 def test_followers_copy_the_leaders_log_byte_for_byte(cluster: Callable[..., BrokerProcess]) -> None:
-    brokers = _three(cluster)
-    _create(brokers[1].bootstrap, "rep", 3, 3, **{"min.insync.replicas": "2"})
+    brokers = three_brokers(cluster)
+    create_topic(brokers[1].bootstrap, "rep", 3, 3, **{"min.insync.replicas": "2"})
     wait_until(lambda: all(len(v) == 3 for v in isrs(brokers[2].bootstrap, "rep").values()), "ISR of three")
     found = metadata(brokers[3].bootstrap, "rep").topics["rep"].partitions
     assert {p: sorted(found[p].replicas) for p in found} == {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3]}
     assert sorted(found[p].leader for p in found) == [1, 2, 3]  # leaders spread
     values = [b"r%05d" % i for i in range(3000)]
-    acked, errors = _produce(brokers[1].bootstrap, "rep", values)
+    acked, errors = produce_acked(brokers[1].bootstrap, "rep", values)
     assert errors == [] and sorted(acked) == values
-    seen = _consume_all(brokers[2].bootstrap, "rep", len(values))
+    seen = consume_all(brokers[2].bootstrap, "rep", len(values))
     assert sorted(v for _, _, v in seen) == values
     for p in range(3):  # offsets dense from 0 in each partition
         offsets = sorted(o for q, o, _ in seen if q == p)
@@ -112,21 +64,21 @@ def test_followers_copy_the_leaders_log_byte_for_byte(cluster: Callable[..., Bro
 def test_a_killed_leader_hands_over_with_nothing_acknowledged_lost(
     cluster: Callable[..., BrokerProcess],
 ) -> None:
-    brokers = _three(cluster)
-    _create(brokers[1].bootstrap, "fail", 1, 3, **{"min.insync.replicas": "2"})
+    brokers = three_brokers(cluster)
+    create_topic(brokers[1].bootstrap, "fail", 1, 3, **{"min.insync.replicas": "2"})
     wait_until(lambda: len(isrs(brokers[1].bootstrap, "fail")[0]) == 3, "ISR of three")
-    first, errors = _produce(brokers[1].bootstrap, "fail", [b"a%04d" % i for i in range(1000)])
+    first, errors = produce_acked(brokers[1].bootstrap, "fail", [b"a%04d" % i for i in range(1000)])
     assert errors == [] and len(first) == 1000
     old = leaders(brokers[1].bootstrap, "fail")[0]
     brokers[old].kill()
     alive = [b for i, b in brokers.items() if i != old]
     killed_at = time.monotonic()
     wait_until(lambda: leaders(alive[0].bootstrap, "fail")[0] not in (-1, old), "a new leader", timeout=30)
-    second, errors = _produce(alive[0].bootstrap, "fail", [b"b%04d" % i for i in range(1000)])
+    second, errors = produce_acked(alive[0].bootstrap, "fail", [b"b%04d" % i for i in range(1000)])
     took = time.monotonic() - killed_at
     assert errors == [] and len(second) == 1000
     assert took < 6 + 1 + 10, took  # session timeout + 1 s (+ the produce itself)
-    seen = _consume_all(alive[1].bootstrap, "fail", 2000)
+    seen = consume_all(alive[1].bootstrap, "fail", 2000)
     values = [v for _, _, v in seen]
     assert sorted(values) == sorted(first + second) and len(set(values)) == len(values)
     assert [o for _, o, _ in sorted(seen)] == list(range(2000))
@@ -138,8 +90,8 @@ def test_a_killed_leader_hands_over_with_nothing_acknowledged_lost(
 
 
 def test_a_paused_follower_leaves_the_isr_and_returns(cluster: Callable[..., BrokerProcess]) -> None:
-    brokers = _three(cluster, **{"replica.lag.time.max.ms": "1500"})
-    _create(brokers[1].bootstrap, "lag", 1, 3, **{"min.insync.replicas": "2"})
+    brokers = three_brokers(cluster, **{"replica.lag.time.max.ms": "1500"})
+    create_topic(brokers[1].bootstrap, "lag", 1, 3, **{"min.insync.replicas": "2"})
     wait_until(lambda: len(isrs(brokers[1].bootstrap, "lag")[0]) == 3, "ISR of three")
     leader = leaders(brokers[1].bootstrap, "lag")[0]
     controller = metadata(brokers[1].bootstrap).controller_id  # (AlterPartition goes to it: keep it awake)
@@ -150,7 +102,7 @@ def test_a_paused_follower_leaves_the_isr_and_returns(cluster: Callable[..., Bro
     try:
         wait_until(lambda: isrs(brokers[other].bootstrap, "lag")[0] == sorted([leader, other]), "ISR shrunk",
                    timeout=5)  # fmt: skip
-        acked, errors = _produce(
+        acked, errors = produce_acked(
             brokers[leader].bootstrap, "lag", [b"x%03d" % i for i in range(200)], timeout=10
         )
         assert errors == [] and len(acked) == 200  # two in sync meet min.insync.replicas=2
@@ -164,7 +116,7 @@ def test_acks_all_fails_with_too_few_in_sync_replicas(cluster: Callable[..., Bro
 
     brokers = {i: cluster(i) for i in (1, 2)}
     wait_until(lambda: len(metadata(brokers[1].bootstrap).brokers) == 2, "two brokers")
-    _create(brokers[1].bootstrap, "few", 1, 2, **{"min.insync.replicas": "2"})
+    create_topic(brokers[1].bootstrap, "few", 1, 2, **{"min.insync.replicas": "2"})
     wait_until(lambda: len(isrs(brokers[1].bootstrap, "few")[0]) == 2, "ISR of two")
     leader = leaders(brokers[1].bootstrap, "few")[0]
     brokers[3 - leader].kill()
@@ -196,10 +148,10 @@ def test_bad_replication_settings_are_refused(cluster: Callable[..., BrokerProce
 def test_a_zombie_leader_is_fenced_and_rejoins(cluster: Callable[..., BrokerProcess]) -> None:
     """A leader paused past its 6 s ZooKeeper session: the others elect a new leader and go on; the
     zombie, woken, registers again, follows, truncates what it alone had, and rejoins the ISR."""
-    brokers = _three(cluster)
-    _create(brokers[1].bootstrap, "zombie", 1, 3, **{"min.insync.replicas": "2"})
+    brokers = three_brokers(cluster)
+    create_topic(brokers[1].bootstrap, "zombie", 1, 3, **{"min.insync.replicas": "2"})
     wait_until(lambda: len(isrs(brokers[1].bootstrap, "zombie")[0]) == 3, "ISR of three")
-    first, errors = _produce(brokers[1].bootstrap, "zombie", [b"a%03d" % i for i in range(500)])
+    first, errors = produce_acked(brokers[1].bootstrap, "zombie", [b"a%03d" % i for i in range(500)])
     assert errors == [] and len(first) == 500
     old = leaders(brokers[1].bootstrap, "zombie")[0]
     others = [b for i, b in brokers.items() if i != old]
@@ -209,7 +161,7 @@ def test_a_zombie_leader_is_fenced_and_rejoins(cluster: Callable[..., BrokerProc
         wait_until(
             lambda: leaders(others[0].bootstrap, "zombie")[0] not in (-1, old), "a new leader", timeout=30
         )
-        second, errors = _produce(
+        second, errors = produce_acked(
             others[0].bootstrap, "zombie", [b"b%03d" % i for i in range(500)], timeout=30
         )
         assert errors == [] and len(second) == 500
@@ -221,7 +173,7 @@ def test_a_zombie_leader_is_fenced_and_rejoins(cluster: Callable[..., BrokerProc
     wait_until(
         lambda: len(isrs(others[1].bootstrap, "zombie")[0]) == 3, "the zombie back in the ISR", timeout=30
     )
-    seen = _consume_all(others[1].bootstrap, "zombie", 1000)
+    seen = consume_all(others[1].bootstrap, "zombie", 1000)
     values = [v for _, _, v in seen]
     assert sorted(values) == sorted(first + second) and len(set(values)) == 1000
     for broker in brokers.values():
@@ -232,8 +184,8 @@ def test_a_zombie_leader_is_fenced_and_rejoins(cluster: Callable[..., BrokerProc
 def test_sigterm_moves_leaderships_before_the_broker_goes(cluster: Callable[..., BrokerProcess]) -> None:
     """Kafka's controlled shutdown: the stopping broker's leaderships move to in-sync followers
     while it still serves, so producers see no gap of a session timeout."""
-    brokers = _three(cluster)
-    _create(brokers[1].bootstrap, "calm", 3, 3, **{"min.insync.replicas": "2"})
+    brokers = three_brokers(cluster)
+    create_topic(brokers[1].bootstrap, "calm", 3, 3, **{"min.insync.replicas": "2"})
     wait_until(lambda: all(len(v) == 3 for v in isrs(brokers[1].bootstrap, "calm").values()), "ISRs of three")
     led = [p for p, leader in leaders(brokers[1].bootstrap, "calm").items() if leader == 2]
     assert led  # leaders spread: broker 2 leads one
@@ -243,5 +195,7 @@ def test_sigterm_moves_leaderships_before_the_broker_goes(cluster: Callable[...,
     assert "controlled shutdown: leaderships moved" in brokers[2].log_text()
     after = leaders(brokers[1].bootstrap, "calm")
     assert all(after[p] in (1, 3) for p in led), after
-    acked, errors = _produce(brokers[3].bootstrap, "calm", [b"c%03d" % i for i in range(300)], timeout=20)
+    acked, errors = produce_acked(
+        brokers[3].bootstrap, "calm", [b"c%03d" % i for i in range(300)], timeout=20
+    )
     assert errors == [] and len(acked) == 300

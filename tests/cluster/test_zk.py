@@ -141,6 +141,15 @@ def test_topics_are_kafkas_json(clients: list[KafkaZkClient]) -> None:
     }
     assert b.topics() == ["orders"] and b.topic_assignment("orders") == assignment
     assert b.topic_config("orders") == {"retention.ms": "1000"}
+    moving = assignment.with_partition(0, (4, 2, 1, 3), adding=(4,), removing=(1, 3))
+    a.set_topic_assignment("orders", moving)  # a reassignment in progress (KIP-455)
+    raw, _ = b.zk.get(topic_path("orders"))
+    assert json.loads(raw)["adding_replicas"] == {"0": [4]} and json.loads(raw)["removing_replicas"] == {
+        "0": [1, 3]
+    }
+    found = b.topic_assignment("orders")
+    assert found == moving and found.reassigning(0) and not found.reassigning(1)
+    assert (found.target(0), found.original(0)) == ((4, 2), (2, 1, 3))
     with pytest.raises(NodeExistsError):
         b.create_topic("orders", assignment, {})
     a.mark_for_deletion("orders")

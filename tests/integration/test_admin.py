@@ -132,7 +132,7 @@ def call(broker: Any, request: Any) -> Any:
     frame = body.getvalue()
     module = load_payload_module(api_key, version, EntityType.response)
     response_cls = next(
-        v for k, v in vars(module).items() if k.endswith("Response") and hasattr(v, "__flexible__")
+        v for v in vars(module).values() if getattr(v, "__type__", None) == EntityType.response
     )
     with socket.create_connection(("127.0.0.1", broker.port), timeout=TIMEOUT) as sock:
         sock.sendall(struct.pack(">i", len(frame)) + frame)
@@ -566,3 +566,22 @@ def test_describe_log_dirs_with_kafka_python(broker: Any) -> None:
         ]
     finally:
         kclient.close()
+
+
+def test_controller_apis_on_a_broker_alone_answer_not_controller(broker: Any) -> None:
+    """ElectLeaders and the reassignment APIs belong to a cluster's controller; a broker alone
+    has none, and answers NOT_CONTROLLER (41) as a ZooKeeper-mode Kafka broker that is not the
+    controller does, rather than pretending to elect or move anything."""
+    elect = call(broker, request(43, 2, election_type=0,
+                                 topic_partitions=(schema(43, 2).TopicPartitions(topic="t", partitions=(0,)),)))  # fmt: skip
+    assert elect.error_code.value == 41
+    assert [(r.topic, p.partition_id, p.error_code.value) for r in elect.replica_election_results
+            for p in r.partition_result] == [("t", 0, 41)]  # fmt: skip
+    moved = schema(45, 0).ReassignablePartition(partition_index=0, replicas=(0,))
+    alter = call(
+        broker, request(45, 0, topics=(schema(45, 0).ReassignableTopic(name="t", partitions=(moved,)),))
+    )
+    assert alter.error_code.value == 41 and "controller" in (alter.error_message or "")
+    assert [p.error_code.value for t in alter.responses for p in t.partitions] == [41]
+    listed = call(broker, request(46, 0, topics=None))
+    assert listed.error_code.value == 41 and listed.topics == ()

@@ -50,6 +50,7 @@ _MODULES = (
     "alter_configs",
     "incremental_alter_configs",
     "describe_cluster",
+    "describe_topic_partitions",
     "describe_log_dirs",
     "find_coordinator",
     "join_group",
@@ -64,6 +65,9 @@ _MODULES = (
     "offset_delete",
     "offset_for_leader_epoch",
     "alter_partition",
+    "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
 )
 
 

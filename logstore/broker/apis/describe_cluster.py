@@ -1,13 +1,18 @@
-"""DescribeCluster (key 60): this broker, the cluster ID, and the controller (this broker too).
+"""DescribeCluster (key 60): the live brokers, the cluster ID, and the controller.
 
-The one broker is listed with its advertised host and port, no rack, and
-never fenced (v2). From v1 a client names the endpoint type it wants:
-brokers (1) are served; controllers (2) get MISMATCHED_ENDPOINT_TYPE and
-any other type UNSUPPORTED_ENDPOINT_TYPE, with Kafka's messages (a
-broker listener answers so in Kafka too). There is no authorizer, so when
-the client asks for the cluster's authorized operations it gets every
-operation Kafka defines on a cluster (what Kafka answers without an
-authorizer); otherwise the field is Kafka's "not asked" value, INT32_MIN.
+Brokers and the controller come from the broker's MetadataCache, as Kafka's
+ZooKeeper-mode brokers answer from theirs: every live broker with its
+advertised host and port and its rack (``broker.rack``, or null), by node
+id, never fenced (v2; there is no fencing here, so ``include_fenced_brokers``
+changes nothing); the controller is the one the cluster elected, -1 while
+there is none, and a broker alone is its own controller. From v1 a client
+names the endpoint type it wants: brokers (1) are served; controllers (2)
+get MISMATCHED_ENDPOINT_TYPE and any other type UNSUPPORTED_ENDPOINT_TYPE,
+with Kafka's messages (a broker listener answers so in Kafka too). There is
+no authorizer, so when the client asks for the cluster's authorized
+operations it gets every operation Kafka defines on a cluster (what Kafka
+answers without an authorizer); otherwise the field is Kafka's "not asked"
+value, INT32_MIN.
 """
 
 from __future__ import annotations
@@ -53,7 +58,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             brokers=(),
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
         )
-    host, port = broker.advertised
     return build(
         module.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
@@ -61,16 +65,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         endpoint_type=BROKER_ENDPOINT,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=(
+        controller_id=broker.metadata.controller_id,
+        brokers=tuple(
             build(
                 module.DescribeClusterBroker,
-                broker_id=broker.node_id,
-                host=host,
-                port=port,
-                rack=None,
+                broker_id=b.node_id,
+                host=b.host,
+                port=b.port,
+                rack=b.rack,
                 is_fenced=False,
-            ),
+            )
+            for b in broker.metadata.brokers()
         ),
         cluster_authorized_operations=(
             CLUSTER_OPERATIONS
