@@ -77,6 +77,7 @@ class Report:
     read: int = 0
     lost: list[str] = field(default_factory=list)
     moved: list[str] = field(default_factory=list)
+    without_offset: int = 0  # acknowledged with no offset (librdkafka's implicit acks): found, not compared
     duplicated: list[str] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
@@ -97,6 +98,7 @@ class Report:
             ("records read", str(self.read)),
             ("acknowledged and lost", _count(self.lost)),
             ("acknowledged at another offset", _count(self.moved)),
+            ("acknowledged without an offset (read once)", str(self.without_offset)),
             ("read twice (duplicates)", _count(self.duplicated)),
             ("offset gaps below the HW", _count(self.gaps)),
             ("replicas not byte-identical", _count(self.diverged)),
@@ -336,6 +338,8 @@ def check(report: Report, workload: Workload, found: dict[int, list[tuple[int, b
         got = seen.get(value)
         if got is None:
             report.lost.append(value.decode())
+        elif where[1] is None:  # librdkafka's implicit acknowledgement: a later batch's success
+            report.without_offset += 1  # vouched for it, and no offset came with it
         elif got != where:
             report.moved.append(f"{value.decode()} acked at {where}, read at {got}")
 

@@ -84,14 +84,23 @@ def _wait(predicate: Any, what: str, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, everywhere: Sequence[str] = ()) -> None:
+    """Create ``topic`` (RF=3, min.insync.replicas=2) through ``bootstrap``; return once every broker
+    of ``everywhere`` (each asked alone) shows each partition with a leader and three in sync."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2"})])[topic].result(
         30
     )
-    _wait(lambda: len(_partition(bootstrap, topic).isrs) == 3, f"{topic}'s ISR of three")
+
+    def settled(address: str) -> bool:
+        found = AdminClient({"bootstrap.servers": address}).list_topics(topic, timeout=10).topics[topic]
+        return len(found.partitions) == partitions and all(
+            p.leader >= 0 and len(p.isrs) == 3 for p in found.partitions.values()
+        )
+
+    _wait(lambda: all(settled(address) for address in (bootstrap, *everywhere)), f"{topic}'s ISRs of three")
 
 
 def failover(brokers: dict[int, Broker], topic: str, how: signal.Signals) -> float:
@@ -99,7 +108,7 @@ def failover(brokers: dict[int, Broker], topic: str, how: signal.Signals) -> flo
     from confluent_kafka import Producer
 
     others = [b for b in brokers.values() if b.proc is not None and b.proc.poll() is None]
-    create_topic(others[0].bootstrap, topic, 1)
+    create_topic(others[0].bootstrap, topic, 1, [b.bootstrap for b in others])
     leader = _partition(others[0].bootstrap, topic).leader
     acked: list[float] = []
     failed: list[str] = []
@@ -108,7 +117,7 @@ def failover(brokers: dict[int, Broker], topic: str, how: signal.Signals) -> flo
     def report(err: Any, msg: Any) -> None:
         if err is not None:
             failed.append(str(err))
-        elif float(msg.headers()[0][1].decode()) > signalled[0]:
+        elif float(msg.value()[:20].decode()) > signalled[0]:  # sent after the signal
             acked.append(time.monotonic())
 
     producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in others), "acks": "all",
@@ -120,13 +129,14 @@ def failover(brokers: dict[int, Broker], topic: str, how: signal.Signals) -> flo
         for _i in range(int(FAILOVER_LIMIT_S * FAILOVER_RATE * 2)):  # bounded
             if stop.is_set():
                 return
-            producer.produce(topic, b"x" * RECORD_BYTES, headers=[("sent", str(time.monotonic()).encode())])
-            producer.poll(0)
-            time.sleep(1 / FAILOVER_RATE)
+            producer.produce(topic, b"%-20.6f" % time.monotonic() + b"x" * (RECORD_BYTES - 20))
+            time.sleep(1 / FAILOVER_RATE)  # the main thread polls: callbacks run on one thread
 
     sender = threading.Thread(target=send, daemon=True)
     sender.start()
-    time.sleep(2.0)  # steady state
+    steady = time.monotonic() + 2.0
+    while time.monotonic() < steady:  # steady state
+        producer.poll(0.01)
     victim = brokers[leader]
     assert victim.proc is not None
     signalled[0] = time.monotonic() + 0.005
@@ -162,13 +172,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--phase-timeout", type=float, default=300.0, help="seconds a phase may take (default 300)"
     )
     parser.add_argument("--no-failover", action="store_true", help="skip the failover trials")
+    parser.add_argument(
+        "--workdir",
+        default=None,
+        help="keep the brokers' data and logs here (default: a temporary directory, removed)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     value = os.urandom(RECORD_BYTES)
-    workdir = tempfile.mkdtemp(prefix="logstore-cluster-bench-")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="logstore-cluster-bench-")
     zk = ZooKeeperServer(os.path.join(workdir, "zookeeper"))
     alone = Broker(os.path.join(workdir, "alone"), "auto", ["num.partitions=3"])
     os.makedirs(os.path.join(workdir, "alone"), exist_ok=True)
@@ -181,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         brokers = start_cluster(os.path.join(workdir, "cluster"), zk, args.session_ms, "/bench")
         bootstrap_broker = brokers[1]
         produce_confluent(alone, "warm", 100_000, value, "1", args.phase_timeout, "warm-up acks=1")
-        create_topic(bootstrap_broker.bootstrap, "warm", 3)
+        create_topic(bootstrap_broker.bootstrap, "warm", 3, [b.bootstrap for b in brokers.values()])
         produce_confluent(
             bootstrap_broker, "warm", 100_000, value, "all", args.phase_timeout, "warm-up acks=all"
         )
@@ -189,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             one = produce_confluent(
                 alone, f"r{run}", args.records, value, "1", args.phase_timeout, "acks=1 alone"
             )
-            create_topic(bootstrap_broker.bootstrap, f"r{run}", 3)
+            create_topic(bootstrap_broker.bootstrap, f"r{run}", 3, [b.bootstrap for b in brokers.values()])
             rep = produce_confluent(
                 bootstrap_broker, f"r{run}", args.records, value, "all", args.phase_timeout, "acks=all RF=3"
             )
@@ -221,7 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for broker in [alone, *brokers.values()]:
             broker.stop()
         zk.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -36,15 +36,19 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def load_plan(path: str) -> Plan:
-    """A reassignment plan file -> {(topic, partition): replicas}; ConsoleError naming what is wrong."""
+def _read_json(path: str, what: str) -> Any:
     try:
         with open(path) as f:
-            data = json.load(f)
+            return json.load(f)
     except OSError as e:
-        raise ConsoleError(f"cannot read the reassignment plan {path}: {e.strerror}") from None
+        raise ConsoleError(f"cannot read {what} {path}: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise ConsoleError(f"{path} is not JSON: {e}") from None
+
+
+def load_plan(path: str) -> Plan:
+    """A reassignment plan file -> {(topic, partition): replicas}; ConsoleError naming what is wrong."""
+    data = _read_json(path, "the reassignment plan")
     entries = data.get("partitions") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise ConsoleError(
@@ -181,13 +185,7 @@ def list_ongoing(admin: AdminClient, timeout: float) -> list[str]:
 def generate(
     admin: AdminClient, topics_file: str, brokers: list[int], timeout: float, rack_aware: bool
 ) -> list[str]:
-    try:
-        with open(topics_file) as f:
-            data = json.load(f)
-    except OSError as e:
-        raise ConsoleError(f"cannot read {topics_file}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise ConsoleError(f"{topics_file} is not JSON: {e}") from None
+    data = _read_json(topics_file, "the topics to move")
     entries = data.get("topics") if isinstance(data, dict) else None
     if (
         not isinstance(entries, list)

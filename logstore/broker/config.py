@@ -54,6 +54,7 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "offsets.retention.minutes": ("int", 10_080, 1),
     "offsets.retention.check.interval.ms": ("long", 600_000, 1),
     "offset.metadata.max.bytes": ("int", 4096, 0),
+    "offsets.commit.timeout.ms": ("int", 5_000, 1),  # in a cluster: how long a commit waits for the ISR
     # The cluster (docs/cluster.md): without zookeeper.connect the broker runs alone.
     "zookeeper.connect": ("string", None, None),
     "zookeeper.session.timeout.ms": ("int", 18_000, 1),

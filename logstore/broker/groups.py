@@ -281,6 +281,37 @@ class OffsetsAppender:
         return ErrorCode.none
 
 
+# How a failed acks=-1 write of the coordinator's reads to its clients (Kafka's GroupMetadataManager).
+_REPLICATION_ERRORS = {
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+}
+
+
+async def await_group_replicated(broker: Broker, group_id: str) -> ErrorCode:
+    """In a cluster, wait until the ISR has everything appended so far to the group's
+    ``__consumer_offsets`` partition (Kafka's coordinator writes with acks=-1), at most
+    ``offsets.commit.timeout.ms``; NONE, or the error to answer (COORDINATOR_NOT_AVAILABLE,
+    NOT_COORDINATOR). Alone: NONE at once. O(1) plus the wait."""
+    from logstore.broker.replica_manager import AppendResult  # the broker layer imports this module
+
+    manager = broker.replica_manager
+    if not manager.replicated:
+        return ErrorCode.none
+    partition = partition_for(group_id, offsets_appender_of(broker).partitions)
+    log = manager.find_log(OFFSETS_TOPIC, partition)
+    if log is None:
+        return ErrorCode.not_coordinator
+    result = AppendResult(ErrorCode.none)
+    result.required_offset = log.log_end_offset
+    timeout = broker.config.offsets_commit_timeout_ms / 1000
+    await manager.await_replication([(OFFSETS_TOPIC, partition, result)], timeout)
+    return _REPLICATION_ERRORS.get(result.error, result.error)
+
+
 def on_offsets_leadership(broker: Broker, topic: str, index: int, leader: bool) -> None:
     """The ReplicaManager's hook: a ``__consumer_offsets`` partition's groups are served by this
     broker from the moment it leads the partition (loaded from its log) until it no longer does."""

@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger("logstore.replication")
 
+EARLY_RETRIES = 20
+EARLY_RETRY_S = 0.05
+_NOT_YET_LEADER = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch})
+
 FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
 FETCH_VERSION, EPOCH_VERSION = 12, 4
 UNDEFINED_EPOCH = -1
@@ -66,13 +70,14 @@ class FetchState:
     """One followed partition: where to fetch from, at which leader epoch, and whether it must
     truncate first (or is held back until ``ready_at`` after an error)."""
 
-    __slots__ = ("leader_epoch", "partition", "ready_at", "truncating")
+    __slots__ = ("early_retries", "leader_epoch", "partition", "ready_at", "truncating")
 
     def __init__(self, partition: Partition, leader_epoch: int) -> None:
         self.partition = partition
         self.leader_epoch = leader_epoch
         self.truncating = True
         self.ready_at = 0.0
+        self.early_retries = 0  # quick retries spent on a leader not yet told it leads
 
     @property
     def key(self) -> tuple[str, int]:
@@ -146,10 +151,19 @@ class ReplicaFetcher:
                 _log.exception("%s: a fetch round failed; retrying", self)
                 self._hold(ready)
 
-    def _hold(self, states: list[FetchState]) -> None:
-        at = asyncio.get_running_loop().time() + self.settings.backoff_ms / 1000
+    def _hold(self, states: list[FetchState], early: bool = False) -> None:
+        """Hold ``states`` back for ``replica.fetch.backoff.ms``. ``early``: the leader does not
+        know yet that it leads (NOT_LEADER_OR_FOLLOWER, or an epoch it has not seen): the
+        controller's word reaches it within milliseconds, so the first
+        :data:`EARLY_RETRIES` retries come after :data:`EARLY_RETRY_S` (a failover's first
+        acks=all acknowledgement waits for this follower)."""
+        now = asyncio.get_running_loop().time()
         for state in states:
-            state.ready_at = at
+            if early and state.early_retries < EARLY_RETRIES:
+                state.early_retries += 1
+                state.ready_at = now + min(EARLY_RETRY_S, self.settings.backoff_ms / 1000)
+            else:
+                state.ready_at = now + self.settings.backoff_ms / 1000
 
     # -- truncation (KIP-101, KIP-279) -------------------------------------
 
@@ -193,7 +207,7 @@ class ReplicaFetcher:
         """Cut the log to where it agrees with the leader's (Kafka's ``getOffsetTruncationState``)."""
         if error != ErrorCode.none:
             _log.info("%s-%d: the leader answers %s to OffsetForLeaderEpoch; waiting", *state.key, error.name)
-            self._hold([state])
+            self._hold([state], early=error in _NOT_YET_LEADER)
             return
         log = state.partition.log
         asked = log.latest_epoch
@@ -284,7 +298,7 @@ class ReplicaFetcher:
                 ErrorCode.unknown_leader_epoch,
             ):
                 _log.warning("%s-%d: the leader answers %s", *state.key, error.name)
-            self._hold([state])
+            self._hold([state], early=error in _NOT_YET_LEADER)
 
     def _out_of_range(self, state: FetchState, data: Any) -> None:
         """Below the leader's log start: start over at it. Above its end: truncate again."""

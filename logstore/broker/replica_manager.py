@@ -209,10 +209,23 @@ class ReplicaManager:
             error, duplicate = state.check(producer_id, batch.producer_epoch, *sequence)
             if error != ErrorCode.none:
                 entry = state.entries.get(producer_id)
+                last = entry.batches[-1] if entry is not None and entry.batches else None
+                if (
+                    error == ErrorCode.out_of_order_sequence_number
+                    and self.replicated
+                    and last is not None
+                    and last.last_offset < partition.leader_epoch_start
+                ):
+                    # A gap before this leadership's first batch from the producer: its earlier
+                    # batches were refused while this broker was not yet the leader (they come
+                    # again, in order). librdkafka takes OUT_OF_ORDER_SEQUENCE for "bump the
+                    # epoch and send everything again", and duplicated a batch that an earlier
+                    # leader had written (the 1,000-fault run); NOT_LEADER_OR_FOLLOWER makes it
+                    # resend from its first unacknowledged batch instead.
+                    error = ErrorCode.not_leader_or_follower
                 _log.info(
                     "%s-%d: %s for producer %d epoch %d sequences %d-%d (last appended: %s)",
-                    topic, index, error.name, producer_id, batch.producer_epoch, *sequence,
-                    entry.batches[-1] if entry is not None and entry.batches else None,
+                    topic, index, error.name, producer_id, batch.producer_epoch, *sequence, last,
                 )  # fmt: skip
                 return AppendResult(error, log_start=log.log_start_offset)
             if duplicate is not None:  # a retry: its first append's offset, once replicated as acks asks

@@ -47,4 +47,7 @@ async def topic_error(broker: Broker, name: str | None, auto_create: bool) -> Er
     except (LogstoreError, OSError) as e:
         _log.error("auto-creating topic %s failed: %s", name, e)
         return error_for(e)
-    return ErrorCode.none
+    # In a cluster the topic may exist (made through another broker) before this broker's metadata
+    # has it: LEADER_NOT_AVAILABLE, retriable, as Kafka answers for a topic being created. A topic
+    # without partitions instead would tell librdkafka it has none, and it fails what it queued.
+    return ErrorCode.none if broker.metadata.has_topic(name) else ErrorCode.leader_not_available

@@ -42,6 +42,7 @@ import logging
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from kazoo.exceptions import NodeExistsError
 from kio.schema.errors import ErrorCode
@@ -203,28 +204,83 @@ class ZkController:
 
     def on_brokers_changed(self, shutting_down: Collection[int] | None = None) -> ElectionResult:
         """Elect new leaders where the leader is gone (or shutting down), and take dead (or
-        shutting-down) replicas out of every ISR. One pass over every partition: O(P x R).
+        shutting-down) replicas out of every ISR. One pass over every partition: O(P x R) reads;
+        the writes are sent together (:meth:`KafkaZkClient.update_partition_states`), and one
+        whose state moved on meanwhile is decided again on its own.
         ``shutting_down``: the brokers in controlled shutdown (default: those last given)."""
         epoch = self._check_active()
         live = set(self.zk.live_brokers())
         if shutting_down is not None:
             self.shutting_down = set(shutting_down) & live
-        shutting_down = self.shutting_down
+        leaving = set(self.shutting_down)
         changed: dict[tuple[str, int], LeaderAndIsr] = {}
         leaderless: list[tuple[str, int]] = []
+        pending: list[tuple[str, int, tuple[int, ...], LeaderAndIsr, int]] = []
+        reassigning: list[tuple[str, int]] = []
+
+        def settle(topic: str, partition: int, new: LeaderAndIsr | None, offline: bool) -> None:
+            if new is not None:
+                changed[(topic, partition)] = new
+            if offline:
+                leaderless.append((topic, partition))
+
         for topic in self.zk.topics():
             assignment = self.zk.topic_assignment(topic)
             if assignment is None:
                 continue
             for partition, replicas in sorted(assignment.partitions.items()):
-                new, offline = self._reelect(topic, partition, replicas, live, set(shutting_down), epoch)
-                if new is not None:
-                    changed[(topic, partition)] = new
-                if offline:
-                    leaderless.append((topic, partition))
-                if assignment.reassigning(partition):  # a new controller finishes what it can
-                    assignment = self._maybe_complete(topic, partition, assignment)
+                if assignment.reassigning(partition):
+                    reassigning.append((topic, partition))
+                state = self.zk.partition_state(topic, partition)
+                if state is None:  # a partition without a state yet: made here, one at a time
+                    settle(topic, partition, *self._reelect(topic, partition, replicas, live, leaving, epoch))
+                    continue
+                new, offline = self._decide(state, replicas, live, leaving, epoch)
+                if new is None:
+                    settle(topic, partition, None, offline)
+                else:
+                    pending.append((topic, partition, replicas, new, state.zk_version))
+        try:
+            written = self.zk.update_partition_states(
+                [(t, p, n, v) for t, p, _, n, v in pending], self._fence()
+            )
+        except FencedControllerError as e:
+            self._stand_down(e)
+        for (topic, partition, replicas, _, _), done in zip(pending, written, strict=True):
+            if done is None:  # the state moved on since it was read: again, on its own
+                settle(topic, partition, *self._reelect(topic, partition, replicas, live, leaving, epoch))
+            else:
+                self._log_state(topic, partition, done)
+                settle(topic, partition, done, done.leader == NO_LEADER)
+        for topic, partition in reassigning:  # a new controller finishes what it can
+            found = self.zk.topic_assignment(topic)
+            if found is not None and found.reassigning(partition):
+                self._maybe_complete(topic, partition, found)
         return ElectionResult(changed, leaderless)
+
+    def _decide(
+        self, state: LeaderAndIsr, replicas: tuple[int, ...], live: set[int], leaving: set[int], epoch: int
+    ) -> tuple[LeaderAndIsr | None, bool]:
+        """(the state to write, or None; whether the partition is left without a leader if
+        nothing is written), the rules of the module doc. Pure: O(replicas)."""
+        staying = live - leaving
+        if state.leader in staying and all(b in staying for b in state.isr):
+            return None, False
+        if state.leader in staying:  # the leader stays: only the ISR shrinks (same leader epoch)
+            isr = tuple(b for b in state.isr if b in staying)
+            return LeaderAndIsr(state.leader, state.leader_epoch, isr, epoch), False
+        if leaving:
+            chosen = controlled_shutdown_leader(replicas, state.isr, live, leaving)
+        else:
+            chosen = offline_partition_leader(replicas, state.isr, live, self.unclean_leader_election)
+        if chosen is None and state.leader == NO_LEADER:
+            return None, True  # already offline: nothing to write
+        if chosen is None and state.leader in live:
+            return None, False  # in controlled shutdown, alone in the ISR: it leads until it goes
+        if chosen is None:
+            # No replica may lead: offline, the ISR kept for when one of it returns.
+            return LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, state.isr, epoch), True
+        return LeaderAndIsr(chosen[0], state.leader_epoch + 1, chosen[1], epoch), False
 
     def _reelect(
         self,
@@ -235,40 +291,28 @@ class ZkController:
         leaving: set[int],
         epoch: int,
     ) -> tuple[LeaderAndIsr | None, bool]:
-        """(the partition's new state if one was written, whether it is left without a leader)."""
+        """One partition, read and written on its own: (its new state if one was written,
+        whether it is left without a leader)."""
         for _ in range(5):  # bounded: each retry follows a newer znode version
             state = self.zk.partition_state(topic, partition)
             if state is None:
                 made = self._init_partition(topic, partition, replicas, live - leaving, epoch)
                 return made, made.leader == NO_LEADER
-            staying = live - leaving
-            if state.leader in staying and all(b in staying for b in state.isr):
-                return None, False
-            if state.leader in staying:  # the leader stays: only the ISR shrinks (same leader epoch)
-                isr = tuple(b for b in state.isr if b in staying)
-                new = LeaderAndIsr(state.leader, state.leader_epoch, isr, epoch)
-            else:
-                if leaving:
-                    chosen = controlled_shutdown_leader(replicas, state.isr, live, leaving)
-                else:
-                    chosen = offline_partition_leader(replicas, state.isr, live, self.unclean_leader_election)
-                if chosen is None and state.leader == NO_LEADER:
-                    return None, True  # already offline: nothing to write
-                if chosen is None and state.leader in live:
-                    return None, False  # in controlled shutdown, alone in the ISR: it leads until it goes
-                if chosen is None:
-                    # No replica may lead: offline, the ISR kept for when one of it returns.
-                    new = LeaderAndIsr(NO_LEADER, state.leader_epoch + 1, state.isr, epoch)
-                else:
-                    new = LeaderAndIsr(chosen[0], state.leader_epoch + 1, chosen[1], epoch)
+            new, offline = self._decide(state, replicas, live, leaving, epoch)
+            if new is None:
+                return None, offline
             written = self._write(topic, partition, new, state.zk_version)
             if written is not None:
-                _log.info(
-                    "%s-%d: leader %d, leader epoch %d, isr %s",
-                    topic, partition, new.leader, new.leader_epoch, list(new.isr),
-                )  # fmt: skip
+                self._log_state(topic, partition, written)
                 return written, written.leader == NO_LEADER
         raise ZkError(f"{topic}-{partition}: the partition state kept changing under the controller")
+
+    @staticmethod
+    def _log_state(topic: str, partition: int, state: LeaderAndIsr) -> None:
+        _log.info(
+            "%s-%d: leader %d, leader epoch %d, isr %s",
+            topic, partition, state.leader, state.leader_epoch, list(state.isr),
+        )  # fmt: skip
 
     # -- ISR changes (AlterPartition) -------------------------------------------
 
@@ -581,7 +625,10 @@ class ZkController:
         try:
             return self.zk.update_partition_state(topic, partition, state, version, self._fence())
         except FencedControllerError as e:
-            stale, self.epoch, self.epoch_version = self.epoch, None, -1
-            raise ControllerMovedError(
-                f"broker {self.broker_id} was controller at epoch {stale} and was replaced ({e}); standing down"
-            ) from None
+            self._stand_down(e)
+
+    def _stand_down(self, e: Exception) -> NoReturn:
+        stale, self.epoch, self.epoch_version = self.epoch, None, -1
+        raise ControllerMovedError(
+            f"broker {self.broker_id} was controller at epoch {stale} and was replaced ({e}); standing down"
+        ) from None

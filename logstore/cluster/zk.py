@@ -598,6 +598,38 @@ class KafkaZkClient:
             version = results[1].version
         return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, version)
 
+    def update_partition_states(
+        self, writes: Sequence[tuple[str, int, LeaderAndIsr, int]], epoch_version: int
+    ) -> list[LeaderAndIsr | None]:
+        """:meth:`update_partition_state` for many partitions at once: (topic, partition, state,
+        expected version) each, every transaction sent before any answer is awaited, so that
+        ZooKeeper commits them together (one round trip and a few log syncs, not one per
+        partition: a controlled shutdown of a broker in 150 ISRs took seconds one at a time).
+        Per write, as the single one: the written state, or None if it moved on. Every write is
+        fenced by ``/controller_epoch``; FencedControllerError if any found it moved."""
+        pending = []
+        for topic, partition, state, expected in writes:
+            transaction = self.zk.transaction()
+            transaction.check(CONTROLLER_EPOCH, epoch_version)
+            transaction.set_data(state_path(topic, partition), state.encode(), version=expected)
+            pending.append(transaction.commit_async())
+        written: list[LeaderAndIsr | None] = []
+        fenced = False
+        for (_, _, state, _), answer in zip(writes, pending, strict=True):
+            results = answer.get()
+            if isinstance(results[0], BadVersionError):
+                fenced = True
+            if isinstance(results[0], Exception) or isinstance(results[1], Exception):
+                written.append(None)
+                continue
+            version = results[1].version
+            written.append(
+                LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, version)
+            )
+        if fenced:
+            raise FencedControllerError(f"/controller_epoch moved past version {epoch_version}")
+        return written
+
 
 def assignment_for(partitions: Mapping[int, Sequence[int]], topic_id: uuid.UUID) -> TopicAssignment:
     """A TopicAssignment from partition -> replicas."""

@@ -54,7 +54,7 @@ from logstore.broker.metadata_cache import (
     TopicMetadata,
 )
 from logstore.cluster.assignment import assign_replicas
-from logstore.cluster.controller import ControllerMovedError, ZkController
+from logstore.cluster.controller import ControllerMovedError, ElectionResult, ZkController
 from logstore.cluster.zk import (
     BROKER_IDS,
     BROKER_TOPICS,
@@ -77,6 +77,13 @@ if TYPE_CHECKING:
 _log = logging.getLogger("logstore.cluster")
 
 _STOP = object()
+
+
+def _coalescable(event: Any) -> bool:
+    """A notice that a pass re-reads everything for: a name (brokers, topics, ...) or ("topic", t)."""
+    return isinstance(event, str) or (isinstance(event, tuple) and len(event) == 2 and event[0] == "topic")
+
+
 _T = TypeVar("_T")
 
 
@@ -162,6 +169,8 @@ class ZkBroker:
             self.zk, node_id, unclean_leader_election=settings.unclean_leader_election_enable
         )
         self._events: queue.Queue[Any] = queue.Queue()
+        self._pending: set[Any] = set()  # coalescable events queued and not yet begun
+        self._pending_lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self._watched_topics: set[str] = set()
         self._watched_states: set[tuple[str, int]] = set()
@@ -267,8 +276,18 @@ class ZkBroker:
         self.zk.close()
 
     def _queue(self, event: Any) -> None:
-        if not self._closed:
-            self._events.put(event)
+        """Queue a change to handle. A change already queued and not yet begun is not queued
+        again: each handler re-reads ZooKeeper, so one pass covers every notice before it began
+        (a burst of ISR changes on the 50 partitions of ``__consumer_offsets`` was 50 passes
+        over the topic each, and held up the news of new topics and leaders by seconds)."""
+        if self._closed:
+            return
+        if _coalescable(event):
+            with self._pending_lock:
+                if event in self._pending:
+                    return
+                self._pending.add(event)
+        self._events.put(event)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every queued event is handled (True), or ``timeout`` seconds (False)."""
@@ -289,6 +308,9 @@ class ZkBroker:
                 event = "rebalance"
             if event is _STOP:
                 return
+            if _coalescable(event):  # from now on, a new notice queues another pass
+                with self._pending_lock:
+                    self._pending.discard(event)
             if isinstance(event, threading.Event):
                 event.set()
                 continue
@@ -323,7 +345,7 @@ class ZkBroker:
             if self.metadata.controller_id == NO_LEADER or self.controller.active:
                 if self.controller.elect():
                     self.metadata.controller_id = self.node_id
-                    self.controller.on_brokers_changed()
+                    self._apply_own(self.controller.on_brokers_changed())
                     self._delete_marked()
                 else:
                     self.metadata.controller_id = self.zk.controller_id() or NO_LEADER
@@ -334,14 +356,14 @@ class ZkBroker:
                 for b, reg in live.items()
             )
             if self.controller.active:
-                self.controller.on_brokers_changed()
+                self._apply_own(self.controller.on_brokers_changed())
             for name in self.metadata.topic_names():  # a leader's endpoint may be known only now
                 self.on_topic_changed(name)
         elif event == "topics":
             self._sync_topics()
         elif event == "shutdowns":
             if self.controller.active:
-                self.controller.on_brokers_changed(self.zk.controlled_shutdowns())
+                self._apply_own(self.controller.on_brokers_changed(self.zk.controlled_shutdowns()))
         elif event == "deletions":
             if self.controller.active:
                 self._delete_marked()
@@ -349,6 +371,13 @@ class ZkBroker:
             self._sync_topic(event[1])
         elif event == "rebalance" and self.controller.active and self.settings.auto_leader_rebalance_enable:
             self.controller.rebalance_leaders(self.settings.leader_imbalance_per_broker_percentage)
+
+    def _apply_own(self, result: ElectionResult) -> None:
+        """The controller's new states, taken by this broker at once rather than when its own
+        watches' notices come round in the queue: a leadership given to this broker starts
+        now (the failover's first acknowledgement waits for it)."""
+        for topic in sorted({t for t, _ in result.changed}):
+            self._sync_topic(topic)
 
     # -- topics --------------------------------------------------------------
 
@@ -361,7 +390,7 @@ class ZkBroker:
             for path in (f"{BROKER_TOPICS}/{name}", f"{CONFIG_TOPICS}/{name}"):
                 self.zk.zk.DataWatch(path, lambda *_, n=name: self._queue(("topic", n)))
         if self.controller.active:
-            self.controller.on_brokers_changed()  # states for new partitions
+            self._apply_own(self.controller.on_brokers_changed())  # states for new partitions
 
     def _forget(self, name: str) -> None:
         self.metadata.remove_topic(name)

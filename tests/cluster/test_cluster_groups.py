@@ -60,8 +60,7 @@ def test_a_group_survives_its_coordinators_death(cluster: Callable[..., BrokerPr
     assert coordinator == leaders(brokers[1].bootstrap, "__consumer_offsets")[partition_for("readers", 3)]
     wait_until(lambda: all(len(v) == 3 for v in isrs(brokers[1].bootstrap, "__consumer_offsets").values()),
                "offsets replicated")  # fmt: skip
-    time.sleep(1)  # the followers fetch the last commit
-    brokers[coordinator].kill()
+    brokers[coordinator].kill()  # at once: an acknowledged commit is in the ISR already
     alive = [b for i, b in brokers.items() if i != coordinator]
     rest = _consume(alive[0].bootstrap, "readers", 400 - len(first))
     # The committed position moved with the coordinator: nothing read twice, nothing skipped.
@@ -81,3 +80,56 @@ def _coordinator(bootstrap: str, group: str) -> int | None:
     except Exception:  # a dead coordinator, or librdkafka's _DESTROY of its bootstrap handle: ask again
         return None
     return int(found.coordinator.id)
+
+
+def test_a_commit_is_acknowledged_once_the_isr_has_it(cluster: Callable[..., BrokerProcess]) -> None:
+    """Kafka's coordinator appends commits with acks=-1: with both followers of the group's
+    offsets partition paused (still in the ISR), a commit is not acknowledged; after
+    ``offsets.commit.timeout.ms`` it fails with COORDINATOR_NOT_AVAILABLE; once they are back it
+    is acknowledged."""
+    import os
+    import signal
+
+    from logstore.client import KafkaException, TopicPartition
+    from logstore.client.admin import AdminClient, ConsumerGroupTopicPartitions
+
+    settings = {**SETTINGS, "offsets.commit.timeout.ms": "1500", "replica.lag.time.max.ms": "60000"}
+    brokers = {i: cluster(i, **settings) for i in (1, 2, 3)}
+    wait_until(lambda: len(metadata(brokers[1].bootstrap).brokers) == 3, "three brokers")
+    from confluent_kafka.admin import AdminClient as Confluent
+    from confluent_kafka.admin import NewTopic
+
+    creator = Confluent({"bootstrap.servers": brokers[1].bootstrap})
+    creator.create_topics([NewTopic("g", 1, 3)])["g"].result(30)
+
+    def commit(admin: AdminClient, offset: int) -> None:
+        request = ConsumerGroupTopicPartitions("held", [TopicPartition("g", 0, offset)])
+        result = admin.alter_consumer_group_offsets([request], request_timeout=20)["held"].result(20)
+        error = result.topic_partitions[0].error
+        if error is not None:
+            raise KafkaException(error)
+
+    found: list[int | None] = []
+    wait_until(lambda: found.append(_coordinator(brokers[1].bootstrap, "held")) or found[-1] is not None,
+               "a coordinator", timeout=60)  # fmt: skip
+    leader = found[-1]
+    assert leader is not None
+    admin = AdminClient({"bootstrap.servers": brokers[leader].bootstrap})
+    commit(admin, 1)  # the coordinator found and kept by the client
+    wait_until(lambda: all(len(v) == 3 for v in isrs(brokers[1].bootstrap, "__consumer_offsets").values()),
+               "offsets replicated")  # fmt: skip
+    followers = [b for i, b in brokers.items() if i != leader]
+    for broker in followers:
+        assert broker.proc is not None
+        os.kill(broker.proc.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(KafkaException, match="COORDINATOR_NOT_AVAILABLE"):
+            commit(admin, 2)
+        assert time.monotonic() - started >= 1.5
+    finally:
+        for broker in followers:
+            assert broker.proc is not None
+            os.kill(broker.proc.pid, signal.SIGCONT)
+    commit(admin, 3)
+    admin.close()

@@ -158,6 +158,17 @@ def test_reassign_partitions_command(cluster: Callable[..., BrokerProcess], tmp_
                "verify says done", timeout=60)  # fmt: skip
     found = metadata(bootstrap, "cmd").topics["cmd"].partitions
     assert found[0].replicas == [3, 1] and found[1].replicas == [1, 2, 3]
+    assert run("--list").stdout.strip() == "No partition reassignments found."
+    topics = os.path.join(str(tmp_path), "topics.json")
+    with open(topics, "w") as f:
+        json.dump({"version": 1, "topics": [{"topic": "cmd"}]}, f)
+    generated = run("--generate", "--topics-to-move-json-file", topics, "--broker-list", "2,3")
+    assert generated.returncode == 0, generated.stderr
+    proposed = json.loads(generated.stdout.split("Proposed partition reassignment configuration")[1])
+    assert [(p["partition"], sorted(p["replicas"])) for p in proposed["partitions"]] == [
+        (0, [2, 3]),
+        (1, [2, 3]),
+    ]
     missing = run("--reassignment-json-file", os.path.join(str(tmp_path), "nope.json"), "--execute")
     assert missing.returncode != 0 and "nope.json" in missing.stderr
     bad = os.path.join(str(tmp_path), "bad.json")

@@ -5,7 +5,9 @@ Partitions of topics that do not exist answer UNKNOWN_TOPIC_OR_PARTITION
 group coordinator, which checks the member and generation (generation -1
 with member id "" commits for a group without members: admin tools, manual
 assignment), appends one batch of records to the group's partition of
-``__consumer_offsets`` and answers per partition.
+``__consumer_offsets`` and answers per partition. In a cluster the answer
+waits until the ISR has the batch (``offsets.commit.timeout.ms``, Kafka's
+acks=-1 for commits), so an acknowledged commit survives a failover.
 
 Versions (kio starts at v2): v2-v4 carry ``retention_time``, which is
 ignored: offsets expire per ``offsets.retention.minutes``, as Kafka does
@@ -16,6 +18,7 @@ v10 names topics by ID.
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import uuid
 from typing import Any
@@ -23,7 +26,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.groups import coordinator_of, offsets_appender_of
+from logstore.broker.groups import Ticket, await_group_replicated, coordinator_of, offsets_appender_of
 from logstore.broker.server import Broker, RequestContext
 from logstore.coordinator.coordinator import OffsetCommit, PreparedCommit
 from logstore.protocol import EMPTY_TAGS, DeferredBody, RawBody, wire_count, wire_string
@@ -86,7 +89,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _encode(version, request, names, errors, prepared.answers(ticket.error))
     prepared.apply()  # visible to the requests after this one; reverted if the batch fails
     ticket.on_failure(prepared.revert)
+    if broker.replica_manager.replicated:  # in a cluster the answer waits for the ISR, as Kafka's
+        error = await _replicated(broker, request.group_id, ticket)
+        return _encode(version, request, names, errors, _answers(prepared, error))
     return DeferredBody(lambda: _encode(version, request, names, errors, _answers(prepared, ticket.result())))
+
+
+async def _replicated(broker: Broker, group_id: str, ticket: Ticket) -> ErrorCode:
+    """The commit's batch appended (at the end of this loop pass, with the pass's other commits),
+    then replicated to the ISR (:func:`await_group_replicated`). A commit acknowledged so survives
+    its coordinator's failover; one that failed may still be read back (it is in the leader's
+    log), as in Kafka."""
+    await asyncio.sleep(0)  # the pass's staged batch is appended by a callback queued before this
+    error = ticket.result()
+    return error if error != ErrorCode.none else await await_group_replicated(broker, group_id)
 
 
 def _answers(prepared: PreparedCommit, error: ErrorCode) -> dict[tuple[str, int], ErrorCode]:

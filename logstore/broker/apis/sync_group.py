@@ -5,7 +5,8 @@ arrives (or the group starts another rebalance: REBALANCE_IN_PROGRESS); the
 assignment bytes pass through untouched. v3 adds ``group_instance_id``; from
 v5 the request must name the protocol type and name (else
 INCONSISTENT_GROUP_PROTOCOL, as Kafka), which must match the group's, and
-the answer carries them back.
+the answer carries them back. In a cluster the answer waits until the ISR
+has the group's records (Kafka stores the group with acks=-1).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.groups import coordinator_of
+from logstore.broker.groups import await_group_replicated, coordinator_of
 from logstore.broker.server import RequestContext
 from logstore.coordinator import SyncResult
 from logstore.protocol import NO_THROTTLE, build, codec
@@ -37,6 +38,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             protocol_type=protocol_type,
             protocol_name=protocol_name,
         )
+        if result.error == ErrorCode.none:  # in a cluster: once the ISR has the group's assignment
+            replicated = await await_group_replicated(ctx.broker, request.group_id)
+            if replicated != ErrorCode.none:
+                result = SyncResult(replicated)
     return build(
         module.SyncGroupResponse,
         throttle_time=NO_THROTTLE,
