@@ -579,8 +579,7 @@ class ZkController:
                     return False
                 new = LeaderAndIsr(leader, state.leader_epoch + 1, isr, epoch)
             if self._write(topic, partition, new, state.zk_version) is not None:
-                _log.info("%s-%d: leader %d, leader epoch %d, isr %s",
-                          topic, partition, new.leader, new.leader_epoch, list(new.isr))  # fmt: skip
+                self._log_state(topic, partition, new)
                 return True
         raise ZkError(f"{topic}-{partition}: the partition state kept changing under the controller")
 
@@ -603,16 +602,6 @@ class ZkController:
                         replicas, assignment.adding.get(partition, ()), assignment.removing.get(partition, ())
                     )  # fmt: skip
         return found
-
-    def complete_reassignments(self) -> None:
-        """Finish every reassignment whose target is in sync (after a controller change, a
-        broker's return). O(topics) ZooKeeper reads."""
-        self._check_active()
-        for topic in self.zk.topics():
-            assignment = self.zk.topic_assignment(topic)
-            for partition in sorted(set(assignment.adding) | set(assignment.removing)) if assignment else ():
-                assert assignment is not None
-                assignment = self._maybe_complete(topic, partition, assignment)
 
     def _fence(self) -> int:
         if self.epoch is None:
