@@ -15,9 +15,10 @@ PIP := $(PY) -m pip
 SANITIZE := $(if $(filter 1,$(LOGSTORE_SANITIZE)),1,0)
 STAMP := $(VENV)/.build-stamp-sanitize-$(SANITIZE)
 NATIVE_SOURCES := $(wildcard native/*.c native/*.h native/*.py) setup.py pyproject.toml
-# Debian packages the build and the suite need: compiler and headers; a Java 17 runtime for Spark;
+# Debian packages the build and the suite need: compiler and headers; a Java 17 JDK for Spark and
+# the Java client's tests (javac);
 # ZooKeeper for the cluster (its server runs on that Java).
-SYSTEM_PACKAGES := gcc python3-dev openjdk-17-jre-headless zookeeper
+SYSTEM_PACKAGES := gcc python3-dev openjdk-17-jdk-headless zookeeper
 PYTEST_ARGS ?=
 
 ifeq ($(SANITIZE),1)

@@ -282,16 +282,38 @@ int ls_span_batches(const uint8_t *buf, int64_t len, int64_t position, int64_t b
 }
 
 /* Producer fields of batches at fixed header positions (v2 format). */
+#define LS_ATTRIBUTES_AT 21
 #define LS_PRODUCER_ID_AT 43
 #define LS_PRODUCER_EPOCH_AT 51
 #define LS_BASE_SEQUENCE_AT 53
+#define LS_ATTR_COMPRESSION 0x07
+#define LS_ATTR_CONTROL 0x20
+
+/* The type of a control batch's one record: its key is (version int16,
+ * type int16), 0 = ABORT and 1 = COMMIT (Kafka's ControlRecordType).
+ * LS_CONTROL_UNKNOWN for a compressed control batch or a key too short:
+ * Kafka never writes either, and callers treat them as no marker. */
+static int16_t control_type(const uint8_t *batch, int64_t size) {
+    if ((ls_load_u16be(batch + LS_ATTRIBUTES_AT) & LS_ATTR_COMPRESSION) != 0) return LS_CONTROL_UNKNOWN;
+    const uint8_t *p = batch + LS_BATCH_HEADER_SIZE, *end = batch + size;
+    int64_t length, timestamp_delta, offset_delta, key_len;
+    if (varint_read(&p, end, 5, &length) != LS_OK) return LS_CONTROL_UNKNOWN;
+    if (p >= end) return LS_CONTROL_UNKNOWN;
+    p++; /* record attributes */
+    if (varint_read(&p, end, 10, &timestamp_delta) != LS_OK) return LS_CONTROL_UNKNOWN;
+    if (varint_read(&p, end, 5, &offset_delta) != LS_OK) return LS_CONTROL_UNKNOWN;
+    if (varint_read(&p, end, 5, &key_len) != LS_OK) return LS_CONTROL_UNKNOWN;
+    if (key_len < 4 || end - p < 4) return LS_CONTROL_UNKNOWN;
+    return (int16_t)ls_load_u16be(p + 2);
+}
 
 int ls_producer_batches(const uint8_t *buf, int64_t len, int64_t cap, int64_t *producer_ids,
                         int16_t *epochs, int32_t *sequences_base, int32_t *sequence_deltas,
-                        int64_t *offsets_base, int64_t *count_out) {
+                        int64_t *offsets_base, int16_t *attributes, int16_t *control_types,
+                        int64_t *count_out) {
     if (buf == NULL || len < 0 || cap < 0 || producer_ids == NULL || epochs == NULL ||
         sequences_base == NULL || sequence_deltas == NULL || offsets_base == NULL ||
-        count_out == NULL)
+        attributes == NULL || control_types == NULL || count_out == NULL)
         return LS_ERR_ARGUMENT;
     int64_t at = 0, count = 0;
     /* Each batch is at least a header long, so this bounds the walk. */
@@ -309,6 +331,9 @@ int ls_producer_batches(const uint8_t *buf, int64_t len, int64_t cap, int64_t *p
             sequences_base[count] = (int32_t)ls_load_u32be(buf + at + LS_BASE_SEQUENCE_AT);
             sequence_deltas[count] = batch.last_offset_delta;
             offsets_base[count] = batch.base_offset;
+            int16_t attrs = (int16_t)ls_load_u16be(buf + at + LS_ATTRIBUTES_AT);
+            attributes[count] = attrs;
+            control_types[count] = (attrs & LS_ATTR_CONTROL) ? control_type(buf + at, batch.size) : LS_CONTROL_NONE;
             count++;
         }
         at += batch.size;

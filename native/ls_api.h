@@ -189,13 +189,17 @@ int ls_decode_batches(const uint8_t *buf, int64_t len, int64_t record_cap, int64
                       int32_t *value_pos, int32_t *value_lens, int32_t *header_counts,
                       int64_t *count_out);
 
-/* The idempotent-producer fields of every batch in buf[0..len) whose
- * producer id is >= 0, in log order, into arrays of capacity cap: producer
- * id, epoch, base sequence, last offset delta and base offset. Stops with the
- * header's error at a bad batch; *count_out gets the batches written. */
+/* The producer fields of every batch in buf[0..len) whose producer id is
+ * >= 0, in log order, into arrays of capacity cap: producer id, epoch, base
+ * sequence, last offset delta, base offset, attributes, and for a control
+ * batch its type (0 abort, 1 commit; LS_CONTROL_UNKNOWN if unreadable),
+ * LS_CONTROL_NONE for other batches. Stops with the header's error at a bad
+ * batch; *count_out gets the batches written. */
+enum { LS_CONTROL_NONE = -1, LS_CONTROL_UNKNOWN = -2 };
 int ls_producer_batches(const uint8_t *buf, int64_t len, int64_t cap, int64_t *producer_ids,
                         int16_t *epochs, int32_t *sequences_base, int32_t *sequence_deltas,
-                        int64_t *offsets_base, int64_t *count_out);
+                        int64_t *offsets_base, int16_t *attributes, int16_t *control_types,
+                        int64_t *count_out);
 
 /* ls_segment_locate without out-parameters, for the hottest lookups: returns
  * (position << 32) | size of the batch holding offset_target (or the first

@@ -24,6 +24,46 @@ from typing import Any
 from logstore.errors import InvalidConfigError
 
 INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+SHORT_MAX = 2**15 - 1
+
+# Kafka's default message format (log.message.format.version, topic message.format.version):
+# MetadataVersion IBP_3_0_IV1. Kafka 3.x accepts and ignores the key (deprecated by KIP-724).
+DEFAULT_MESSAGE_FORMAT_VERSION = "3.0-IV1"
+# Kafka 3.x's MetadataVersion ids: (release, sub-versions); a release alone is valid too.
+_MESSAGE_FORMAT_VERSIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("0.8.0", ()), ("0.8.1", ()), ("0.8.2", ()), ("0.9.0", ()),
+    ("0.10.0", ("IV0", "IV1")), ("0.10.1", ("IV0", "IV1", "IV2")), ("0.10.2", ("IV0",)),
+    ("0.11.0", ("IV0", "IV1", "IV2")), ("1.0", ("IV0",)), ("1.1", ("IV0",)), ("2.0", ("IV0", "IV1")),
+    ("2.1", ("IV0", "IV1", "IV2")), ("2.2", ("IV0", "IV1")), ("2.3", ("IV0", "IV1")),
+    ("2.4", ("IV0", "IV1")), ("2.5", ("IV0",)), ("2.6", ("IV0",)), ("2.7", ("IV0", "IV1", "IV2")),
+    ("2.8", ("IV0", "IV1")), ("3.0", ("IV0", "IV1")), ("3.1", ("IV0",)), ("3.2", ("IV0",)),
+    ("3.3", ("IV0", "IV1", "IV2", "IV3")), ("3.4", ("IV0",)), ("3.5", ("IV0", "IV1", "IV2")),
+    ("3.6", ("IV0", "IV1", "IV2")), ("3.7", ("IV0", "IV1", "IV2", "IV3", "IV4")), ("3.8", ("IV0",)),
+    ("3.9", ("IV0",)),
+)  # fmt: skip
+MESSAGE_FORMAT_VERSIONS = frozenset(
+    [release for release, _ in _MESSAGE_FORMAT_VERSIONS]
+    + [f"{release}-{sub}" for release, subs in _MESSAGE_FORMAT_VERSIONS for sub in subs]
+)
+
+
+def message_format_version_error(value: str) -> str | None:
+    """None if ``value`` is a version Kafka 3.x's MetadataVersion accepts, else Kafka's complaint.
+
+    Kafka keeps the first three parts of a 0.x version and the first two of later ones, so
+    ``0.10.0.0`` and ``2.8.1`` are valid, as are the sub-versions (``3.0-IV1``).
+
+    >>> [message_format_version_error(v) for v in ("0.10.0.0", "2.8.1", "3.0-IV1", "3.0")]
+    [None, None, None, None]
+    >>> message_format_version_error("0.7")
+    'Version 0.7 is not a valid version'
+    """
+    parts = value.split(".")
+    keep = 3 if value.startswith("0.") else 2
+    key = value if len(parts) <= keep else ".".join(parts[:keep])
+    return None if key in MESSAGE_FORMAT_VERSIONS else f"Version {value} is not a valid version"
+
 
 # name: (kind, default, minimum). Defaults are Kafka's unless noted.
 _KEYS: dict[str, tuple[str, Any, int | None]] = {
@@ -40,6 +80,7 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "message.max.bytes": ("int", 1_048_588, 0),
     "socket.request.max.bytes": ("int", 104_857_600, 1),
     "connections.max.idle.ms": ("long", 600_000, 1),
+    "max.incremental.fetch.session.cache.slots": ("int", 1000, 0),  # KIP-227 fetch sessions
     "log.retention.check.interval.ms": ("long", 300_000, 1),
     "log.flush.scheduler.interval.ms": ("long", 1_000, 1),  # Kafka: Long.MAX
     "log.flush.offset.checkpoint.interval.ms": ("int", 60_000, 1),
@@ -55,6 +96,24 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "offsets.retention.check.interval.ms": ("long", 600_000, 1),
     "offset.metadata.max.bytes": ("int", 4096, 0),
     "offsets.commit.timeout.ms": ("int", 5_000, 1),  # in a cluster: how long a commit waits for the ISR
+    # The consumer group protocol (KIP-848; logstore/coordinator/consumer_membership.py).
+    "group.consumer.session.timeout.ms": ("int", 45_000, 1),
+    "group.consumer.min.session.timeout.ms": ("int", 45_000, 1),
+    "group.consumer.max.session.timeout.ms": ("int", 60_000, 1),
+    "group.consumer.heartbeat.interval.ms": ("int", 5_000, 1),
+    "group.consumer.min.heartbeat.interval.ms": ("int", 5_000, 1),
+    "group.consumer.max.heartbeat.interval.ms": ("int", 15_000, 1),
+    "group.consumer.max.size": ("int", INT_MAX, 1),
+    "group.consumer.assignors": ("string", "uniform,range", None),
+    # Transactions (KIP-98; logstore/coordinator/transactions.py), Kafka's names and defaults.
+    "transaction.max.timeout.ms": ("int", 900_000, 1),
+    "transaction.state.log.num.partitions": ("int", 50, 1),
+    "transaction.state.log.replication.factor": ("int", 3, 1),  # in a cluster (alone: 1)
+    "transaction.state.log.min.isr": ("int", 2, 1),
+    "transaction.state.log.segment.bytes": ("int", 104_857_600, 1),
+    "transactional.id.expiration.ms": ("int", 604_800_000, 1),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("int", 10_000, 1),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": ("int", 3_600_000, 1),
     # The cluster (docs/cluster.md): without zookeeper.connect the broker runs alone.
     "zookeeper.connect": ("string", None, None),
     "zookeeper.session.timeout.ms": ("int", 18_000, 1),
@@ -72,6 +131,43 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "replica.fetch.response.max.bytes": ("int", 10_485_760, 0),
     "replica.fetch.backoff.ms": ("int", 1_000, 0),
     "replica.socket.timeout.ms": ("int", 30_000, 1),
+    # Deprecated in Kafka 3.x and ignored there (KIP-724): accepted, validated and reported.
+    "log.message.format.version": ("version", DEFAULT_MESSAGE_FORMAT_VERSION, None),
+    "log.message.downconversion.enable": ("boolean", True, None),
+    # Keys Kafka changes at runtime (DynamicBrokerConfig) that this broker accepts and reports
+    # but does not act on (one asyncio loop: no thread pools to size; no SASL, no quotas).
+    "num.io.threads": ("int", 8, 1),
+    "num.network.threads": ("int", 3, 1),
+    "num.replica.fetchers": ("int", 1, 1),
+    "num.recovery.threads.per.data.dir": ("int", 1, 1),
+    "background.threads": ("int", 10, 1),
+    "log.cleaner.threads": ("int", 1, 0),
+    "log.cleaner.dedupe.buffer.size": ("long", 134_217_728, None),
+    "log.cleaner.io.buffer.size": ("int", 524_288, 0),
+    "log.cleaner.io.buffer.load.factor": ("double", 0.9, None),
+    "log.cleaner.io.max.bytes.per.second": ("double", 1.7976931348623157e308, None),
+    "log.cleaner.backoff.ms": ("long", 15_000, 0),
+    "max.connections": ("int", INT_MAX, 0),
+    "max.connections.per.ip": ("int", INT_MAX, 0),
+    "max.connections.per.ip.overrides": ("string", "", None),
+    "max.connection.creation.rate": ("int", INT_MAX, 0),
+    "transaction.partition.verification.enable": ("boolean", True, None),
+    "metric.reporters": ("list", "", None),
+    "leader.replication.throttled.rate": ("long", LONG_MAX, 0),
+    "follower.replication.throttled.rate": ("long", LONG_MAX, 0),
+    "replica.alter.log.dirs.io.max.bytes.per.second": ("long", LONG_MAX, 0),
+    "sasl.enabled.mechanisms": ("list", "GSSAPI", None),
+    "sasl.mechanism.inter.broker.protocol": ("string", "GSSAPI", None),
+    "sasl.kerberos.service.name": ("string", None, None),
+    "sasl.kerberos.kinit.cmd": ("string", "/usr/bin/kinit", None),
+    "sasl.kerberos.ticket.renew.window.factor": ("double", 0.8, None),
+    "sasl.kerberos.ticket.renew.jitter": ("double", 0.05, None),
+    "sasl.kerberos.min.time.before.relogin": ("long", 60_000, None),
+    "sasl.kerberos.principal.to.local.rules": ("list", "DEFAULT", None),
+    "sasl.login.refresh.window.factor": ("double", 0.8, None),
+    "sasl.login.refresh.window.jitter": ("double", 0.05, None),
+    "sasl.login.refresh.min.period.seconds": ("short", 60, 0),
+    "sasl.login.refresh.buffer.seconds": ("short", 300, 0),
 }
 
 # Broker log.* keys -> the topic key they default, with a unit factor.
@@ -92,6 +188,11 @@ _LOG_DEFAULTS: dict[str, tuple[str, int]] = {
     "log.message.timestamp.type": ("message.timestamp.type", 1),
     "log.message.timestamp.before.max.ms": ("message.timestamp.before.max.ms", 1),
     "log.message.timestamp.after.max.ms": ("message.timestamp.after.max.ms", 1),
+    "log.roll.jitter.hours": ("segment.jitter.ms", 3_600_000),
+    "log.segment.delete.delay.ms": ("file.delete.delay.ms", 1),
+    "log.cleaner.min.compaction.lag.ms": ("min.compaction.lag.ms", 1),
+    "log.cleaner.max.compaction.lag.ms": ("max.compaction.lag.ms", 1),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable", 1),
     "log.cleaner.delete.retention.ms": ("delete.retention.ms", 1),
     "log.cleaner.min.cleanable.ratio": ("min.cleanable.dirty.ratio", 1),
     "log.preallocate": ("preallocate", 1),
@@ -101,7 +202,46 @@ _LOG_DEFAULTS: dict[str, tuple[str, int]] = {
 }
 # Of several keys for one topic key, Kafka lets the finest unit win.
 _PRECEDENCE = {"log.retention.ms": 3, "log.retention.minutes": 2, "log.retention.hours": 1,
-               "log.roll.ms": 2, "log.roll.hours": 1}  # fmt: skip
+               "log.roll.ms": 2, "log.roll.hours": 1,
+               "log.roll.jitter.ms": 2, "log.roll.jitter.hours": 1}  # fmt: skip
+
+# Each topic key's first broker synonym (Kafka's ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS):
+# the broker key whose value is the default of topics that do not override the topic key.
+TOPIC_SYNONYMS = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "max.message.bytes": "message.max.bytes",
+    "message.downconversion.enable": "log.message.downconversion.enable",
+    "message.format.version": "log.message.format.version",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "preallocate": "log.preallocate",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.ms": "log.roll.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+# Broker keys that set one value in several units, finest first (Kafka's brokerConfigSynonyms).
+BROKER_KEY_FAMILIES = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+}
+# Kafka's defaults of the coarse keys (the fine ones default to null there).
+COARSE_KEY_DEFAULTS = {"log.retention.hours": "168", "log.roll.hours": "168", "log.roll.jitter.hours": "0"}
 
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
 
@@ -128,12 +268,21 @@ def parse_listeners(value: str, key: str = "listeners") -> list[tuple[str, str, 
     return result
 
 
+_LIMITS = {"short": SHORT_MAX, "int": INT_MAX, "long": LONG_MAX}
+
+
 def _parse(name: str, kind: str, raw: Any, minimum: int | None) -> Any:
     if raw is None:
         return None
     try:
-        if kind in ("int", "long"):
+        if kind in _LIMITS:
             value: Any = int(raw)
+            if not -_LIMITS[kind] - 1 <= value <= _LIMITS[kind]:
+                raise ValueError
+        elif kind == "double":
+            value = float(raw)
+        elif kind == "list":
+            value = ",".join(item.strip() for item in str(raw).split(",") if item.strip())
         elif kind == "boolean":
             text = str(raw).strip().lower()
             if text not in ("true", "false"):
@@ -143,6 +292,10 @@ def _parse(name: str, kind: str, raw: Any, minimum: int | None) -> Any:
             value = str(raw).strip()
     except ValueError:
         raise InvalidConfigError(f"invalid value {raw!r} for {name}: expected a {kind}") from None
+    if kind == "version":
+        problem = message_format_version_error(value)
+        if problem is not None:
+            raise InvalidConfigError(f"Invalid value {raw} for configuration {name}: {problem}")
     if minimum is not None and value < minimum:
         raise InvalidConfigError(f"invalid value {raw!r} for {name}: must be >= {minimum}")
     return value
@@ -174,6 +327,8 @@ class BrokerConfig:
     values: dict[str, Any]
     log_values: dict[str, Any] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
+    # The keys as given (file, overrides), before parsing: the layer a dynamic config goes over.
+    raw: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> BrokerConfig:
@@ -192,7 +347,7 @@ class BrokerConfig:
                 values[name] = _parse(name, kind, value, minimum)
             elif name not in _LOG_DEFAULTS:
                 ignored.append(name)
-        config = cls(values, {k: v for k, (_, v) in log_values.items()}, sorted(ignored))
+        config = cls(values, {k: v for k, (_, v) in log_values.items()}, sorted(ignored), dict(raw))
         config.log_defaults()  # fail now on a bad log.* value
         parse_listeners(config.values["listeners"])
         if config.values["advertised.listeners"]:
@@ -247,15 +402,3 @@ class BrokerConfig:
         defaults.setdefault("max.message.bytes", self.values["message.max.bytes"])
         LogConfig.from_dict({}, defaults=defaults)
         return defaults
-
-    def describe(self) -> dict[str, str]:
-        """Every key with its value as a string (DescribeConfigs of the broker)."""
-        result = {
-            k: "" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
-            for k, v in self.values.items()
-        }
-        for key in _LOG_DEFAULTS:
-            topic_key = _LOG_DEFAULTS[key][0]
-            if topic_key in self.log_values and _LOG_DEFAULTS[key][1] == 1:
-                result[key] = str(self.log_values[topic_key])
-        return result

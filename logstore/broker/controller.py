@@ -46,6 +46,11 @@ class TopicController(Protocol):
 
     def set_topic_overrides(self, name: str, config: Mapping[str, Any]) -> LogConfig: ...
 
+    def set_defaults(self, defaults: Mapping[str, Any]) -> None:
+        """New broker log defaults (a dynamic broker config changed): every topic without its
+        own override of a key takes the new default, and new topics start from them."""
+        ...
+
 
 class ClusterLink(TopicController, Protocol):
     """A broker's membership of a cluster (a ZkBroker): topic changes, ISR changes if it is the
@@ -112,6 +117,9 @@ class NotJoined:
     def set_topic_overrides(self, name: str, config: Mapping[str, Any]) -> LogConfig:
         return self._refuse()
 
+    def set_defaults(self, defaults: Mapping[str, Any]) -> None:
+        """Nothing to change yet: the cluster link reads the broker's defaults when it joins."""
+
 
 class LocalController:
     """The controller of a single broker: every change made in its own Store (see the module doc)."""
@@ -147,3 +155,19 @@ class LocalController:
     def set_topic_overrides(self, name: str, config: Mapping[str, Any]) -> LogConfig:
         """Make ``config`` the topic's whole set of overrides; returns the new config."""
         return self.store.set_topic_overrides(name, config)
+
+    def set_defaults(self, defaults: Mapping[str, Any]) -> None:
+        """New log defaults for the Store: new topics start from them, and each topic's config is
+        rebuilt over them (its overrides kept), installed in its logs and its file rewritten.
+
+        The Store has no public call for this (its defaults are fixed when it opens), so this
+        reaches into it under its lock; a ``Store.set_defaults`` would be the clean home."""
+        store = self.store
+        LogConfig.from_dict({}, defaults=defaults)  # fail before changing anything
+        with store._lock:
+            store.defaults = dict(defaults)
+            for name in store.topics():
+                current = store.topic_config(name)
+                rebuilt = LogConfig.from_dict(dict(current.overrides), defaults=store.defaults)
+                if rebuilt.values != current.values or rebuilt.defaults != current.defaults:
+                    store._install_config(name, rebuilt)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from logstore.broker.consumer_groups import coordinator_options
 from logstore.coordinator import (
     CoordinatorConfig,
     GroupCoordinator,
@@ -39,12 +40,18 @@ from logstore.coordinator import (
     partition_for,
 )
 from logstore.coordinator.coordinator import OFFSETS_TOPIC
+from logstore.coordinator.group import TopicPartition
 from logstore.coordinator.schemas import (
+    OffsetCommitKey,
+    OffsetCommitValue,
     OffsetsSchemaError,
     Record,
+    decode_key,
 )
+from logstore.coordinator.txn_offsets import Batch, PendingTxnOffsets, replay
 from logstore.errors import LogstoreError, RecordTooLargeError
 from logstore.storage.log import Log
+from logstore.storage.transactions import CompletedTxn
 
 if TYPE_CHECKING:
     from logstore.broker.server import Broker
@@ -129,8 +136,8 @@ def ensure_offsets_topic(broker: Broker) -> int:
     return count
 
 
-def read_partition(log: Log, max_bytes: int = 4 * 1024 * 1024) -> Iterator[Record]:
-    """Every keyed record of one ``__consumer_offsets`` partition, in offset order."""
+def _batches(log: Log, max_bytes: int) -> Iterator[Batch]:
+    """Every batch of a log in offset order, with its keyed records (txn_offsets' Batch)."""
     offset = log.log_start_offset
     end = log.log_end_offset
     while offset < end:
@@ -138,15 +145,60 @@ def read_partition(log: Log, max_bytes: int = 4 * 1024 * 1024) -> Iterator[Recor
         for batch in log.read(offset, max_bytes, upto="log_end").batches:
             if batch.next_offset <= offset:
                 continue
-            if not batch.is_control and not batch.is_transactional:
-                for record in batch.records:
-                    if record.offset >= offset and record.key is not None:
-                        value = record.value
-                        yield bytes(record.key), None if value is None else bytes(value)
+            control = -1
+            records: list[Record] = []
+            for record in batch.records:
+                if record.offset < offset or record.key is None:
+                    continue
+                if batch.is_control:
+                    key = bytes(record.key)
+                    control = int.from_bytes(key[2:4], "big", signed=True) if len(key) >= 4 else -1
+                else:
+                    value = record.value
+                    records.append((bytes(record.key), None if value is None else bytes(value)))
+            yield batch.producer_id, batch.is_transactional, control, records
             offset = batch.next_offset
             progressed = True
         if not progressed:
             break
+
+
+def read_partition(
+    log: Log, pending: PendingTxnOffsets | None = None, max_bytes: int = 4 * 1024 * 1024
+) -> Iterator[Record]:
+    """Every keyed record of one ``__consumer_offsets`` (or ``__transaction_state``) partition as
+    loading sees it, in offset order: a transaction's records where its COMMIT marker is, none
+    for an ABORT, and those of a transaction still open into ``pending`` (txn_offsets.py)."""
+    return replay(_batches(log, max_bytes), pending or PendingTxnOffsets(), _pending_offsets)
+
+
+def _pending_offsets(records: list[Record]) -> dict[str, dict[TopicPartition, OffsetCommitValue]]:
+    """The offsets of an open transaction's records, by group (other records are skipped)."""
+    found: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+    for key, value in records:
+        try:
+            decoded = decode_key(key)
+            if isinstance(decoded, OffsetCommitKey) and value is not None:
+                partition = (decoded.topic, decoded.partition)
+                found.setdefault(decoded.group, {})[partition] = OffsetCommitValue.decode(value)
+        except OffsetsSchemaError as e:
+            _skip_unreadable(key, e)
+    return found
+
+
+def on_transactions_completed(broker: Broker, topic: str, index: int, completed: list[CompletedTxn]) -> None:
+    """The ReplicaManager's hook: markers on a ``__consumer_offsets`` partition settle the
+    transactional offset commits of its groups (COMMIT: they become the groups' offsets)."""
+    coordinator, appender = broker.coordinator, broker.offsets_appender
+    if topic != OFFSETS_TOPIC or coordinator is None or appender is None:
+        return
+    def here(group_id: str) -> bool:
+        return partition_for(group_id, appender.partitions) == index
+
+    for txn in completed:
+        committed = appender.pending_txn.complete(txn.producer_id, not txn.aborted, here)
+        for group_id, values in committed.items():
+            coordinator.apply_committed_offsets(group_id, values)
 
 
 def load_offsets_topic(coordinator: GroupCoordinator, broker: Broker, partitions: int) -> None:
@@ -155,7 +207,8 @@ def load_offsets_topic(coordinator: GroupCoordinator, broker: Broker, partitions
         log = broker.replica_manager.log(OFFSETS_TOPIC, partition)
         if log.log_end_offset <= log.log_start_offset:
             continue
-        coordinator.load(read_partition(log), on_unreadable=_skip_unreadable)
+        pending = offsets_appender_of(broker).pending_txn
+        coordinator.load(read_partition(log, pending), on_unreadable=_skip_unreadable)
 
 
 def _skip_unreadable(key: bytes, error: OffsetsSchemaError) -> None:
@@ -216,6 +269,7 @@ class OffsetsAppender:
         self._staged: dict[int, tuple[list[Record], Ticket]] = {}
         self._staged_bytes: dict[int, int] = {}
         self._scheduled = False
+        self.pending_txn = PendingTxnOffsets()  # TxnOffsetCommits awaiting their transaction's marker
 
     def _limit(self, partition: int) -> int:
         return self._broker.replica_manager.log(OFFSETS_TOPIC, partition).config.max_message_bytes
@@ -318,13 +372,16 @@ def on_offsets_leadership(broker: Broker, topic: str, index: int, leader: bool) 
     coordinator = broker.coordinator
     if topic != OFFSETS_TOPIC or coordinator is None:
         return
+    appender = offsets_appender_of(broker)
     if not leader:
         coordinator.release_partition(index)
+        appender.pending_txn.forget(lambda group_id: partition_for(group_id, appender.partitions) == index)
         _log.info("no longer coordinating the groups of %s-%d", OFFSETS_TOPIC, index)
         return
     log = broker.replica_manager.find_log(OFFSETS_TOPIC, index)
     if log is not None:
-        coordinator.take_partition(index, read_partition(log), on_unreadable=_skip_unreadable)
+        appender.pending_txn.forget(lambda group_id: partition_for(group_id, appender.partitions) == index)
+        coordinator.take_partition(index, read_partition(log, appender.pending_txn), on_unreadable=_skip_unreadable)
         _log.info("coordinating the groups of %s-%d", OFFSETS_TOPIC, index)
 
 
@@ -342,7 +399,9 @@ def start_coordinator(broker: Broker, distributed: bool = False) -> GroupCoordin
             {**broker.config.values, "offsets.topic.num.partitions": partitions}
         )
         appender = broker.offsets_appender = OffsetsAppender(broker, partitions)
-        coordinator = GroupCoordinator(config, clock=LoopClock(), writer=appender.write)
+        coordinator = GroupCoordinator(
+            config, clock=LoopClock(), writer=appender.write, **coordinator_options(broker, config)
+        )
         coordinator.serve_partitions_taken_only()
         coordinator.start()
         return coordinator
@@ -352,7 +411,9 @@ def start_coordinator(broker: Broker, distributed: bool = False) -> GroupCoordin
     config = CoordinatorConfig.from_properties(values)
     appender = OffsetsAppender(broker, partitions)
     broker.offsets_appender = appender
-    coordinator = GroupCoordinator(config, clock=LoopClock(), writer=appender.write)
+    coordinator = GroupCoordinator(
+        config, clock=LoopClock(), writer=appender.write, **coordinator_options(broker, config)
+    )
     load_offsets_topic(coordinator, broker, partitions)
     loaded = coordinator.list_groups()
     if loaded:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from logstore.records.batch import producer_batches
+from logstore.records.batch import CONTROL_NONE, producer_batches
 from logstore.storage.checkpoints import write_atomically
 from logstore.storage.log import Log
 
@@ -101,6 +101,8 @@ class PartitionProducers:
         for span in entry.batches:
             if span.first_sequence == first and span.last_sequence == last:
                 return ErrorCode.none, span
+        if not entry.batches:  # the epoch came with a transaction marker: its sequences start at 0
+            return (ErrorCode.none if first == 0 else ErrorCode.out_of_order_sequence_number), None
         expected = (entry.batches[-1].last_sequence + 1) % (SEQUENCE_MAX + 1)
         if first != expected:
             return ErrorCode.out_of_order_sequence_number, None
@@ -116,6 +118,22 @@ class PartitionProducers:
         entry.batches.append(BatchSpan(first, last, first_offset, last_offset))
         entry.last_ms = time.time() * 1000
 
+    def check_marker(self, producer_id: int, epoch: int) -> ErrorCode:
+        """Whether a transaction marker of ``epoch`` may be written: not below the producer's epoch."""
+        entry = self.entries.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            return ErrorCode.invalid_producer_epoch
+        return ErrorCode.none
+
+    def record_marker(self, producer_id: int, epoch: int) -> None:
+        """A transaction marker was appended: a newer epoch (the coordinator fenced the producer)
+        replaces the entry, whose next batch then starts at sequence 0 (Kafka's
+        ``maybeUpdateProducerEpoch``); the same epoch keeps the sequences going."""
+        entry = self.entries.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            entry = self.entries[producer_id] = ProducerEntry(epoch)
+        entry.last_ms = time.time() * 1000
+
     @classmethod
     def rebuild(cls, log: Log, expiration_ms: int = 86_400_000) -> PartitionProducers:
         """The state from the batch headers of every segment of ``log``."""
@@ -124,8 +142,20 @@ class PartitionProducers:
             if segment.closed or segment.size == 0:
                 continue
             fields = producer_batches(segment.view(0, segment.valid_size()))
-            for pid, epoch, first, delta, base in zip(*(a.tolist() for a in fields), strict=True):
-                state.record(pid, epoch, first, last_sequence(first, delta), base, base + delta)
+            rows = zip(
+                fields.producer_ids.tolist(),
+                fields.epochs.tolist(),
+                fields.base_sequences.tolist(),
+                fields.last_offset_deltas.tolist(),
+                fields.base_offsets.tolist(),
+                fields.control_types.tolist(),
+                strict=True,
+            )
+            for pid, epoch, first, delta, base, control in rows:
+                if control != CONTROL_NONE:
+                    state.record_marker(pid, epoch)
+                else:
+                    state.record(pid, epoch, first, last_sequence(first, delta), base, base + delta)
         return state
 
 

@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+import numpy as np
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.inter_broker import BrokerChannel, ChannelError
@@ -55,22 +56,25 @@ from logstore.broker.purgatory import Purgatory
 from logstore.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
 from logstore.errors import LogstoreError, UnknownTopicError
 from logstore.protocol.errors import error_for
-from logstore.records.batch import RecordBatch
+from logstore.records.batch import RecordBatch, columns_of
+from logstore.records.builder import build_control_batch
 from logstore.storage.log import Log, ReadResult
 from logstore.storage.log_manager import LogManager
+from logstore.storage.transactions import AbortedTxn, CompletedTxn
 
 _log = logging.getLogger("logstore.broker")
 
 LEADERSHIP_WAIT_S = 0.5
 """How long a produce to an in-sync follower waits to become the leader's (:meth:`ReplicaManager._await_leadership`)."""
 _MAX_TIMESTAMP_AT = 35
+_UNBOUNDED_MS = 2**62  # message.timestamp.before.max.ms at or above this: no limit (Kafka's default is Long.MAX)
 _TIMESTAMP = struct.Struct(">q")
 
 
 class AppendResult:
     """One partition's answer to an append: Kafka's ``PartitionResponse``."""
 
-    __slots__ = ("append_time", "base_offset", "error", "log_start", "message", "required_offset")
+    __slots__ = ("append_time", "base_offset", "error", "log_start", "message", "record_errors", "required_offset")
 
     def __init__(
         self,
@@ -79,26 +83,32 @@ class AppendResult:
         append_time: int = -1,
         log_start: int = -1,
         message: str | None = None,
+        record_errors: tuple[tuple[int, str | None], ...] = (),
     ) -> None:
         self.error = error
         self.base_offset = base_offset
         self.append_time = append_time
         self.log_start = log_start
         self.message = message
+        # KIP-467: (index of the record in its batch, why) for each record that made the batch fail.
+        self.record_errors = record_errors
         self.required_offset = -1  # acks=-1 when replicated: the HW this append waits for
 
 
 class PartitionRead:
-    """One partition's answer to a fetch: its error, HW, log start and what was read (or None)."""
+    """One partition's answer to a fetch: its error, HW, LSO, log start, what was read (or None)
+    and, for a read_committed read, the aborted transactions it may hold (else None)."""
 
-    __slots__ = ("error", "high_watermark", "index", "log_start", "read")
+    __slots__ = ("aborted", "error", "high_watermark", "index", "last_stable", "log_start", "read")
 
     def __init__(self, index: int, error: ErrorCode, read: ReadResult | None = None) -> None:
         self.index = index
         self.error = error
         self.read = read
         self.high_watermark = -1
+        self.last_stable = -1
         self.log_start = -1
+        self.aborted: list[AbortedTxn] | None = None
 
 
 class ReplicaManager:
@@ -124,6 +134,10 @@ class ReplicaManager:
         self._closing = False
         # Told of each leadership gained (True) or lost (False): the group coordinator's hook.
         self.on_leadership: Callable[[str, int, bool], None] = lambda topic, index, leader: None
+        # Told of the transactions a marker completed (topic, partition, them): the group coordinator's hook.
+        self.on_transactions_completed: Callable[[str, int, list[CompletedTxn]], None] = (
+            lambda topic, index, completed: None
+        )
 
     # -- partitions ----------------------------------------------------------
 
@@ -243,9 +257,9 @@ class ReplicaManager:
         try:
             epoch = partition.leader_epoch if self.replicated else -1
             if log.config.flush_messages == 1:
-                info = await asyncio.get_running_loop().run_in_executor(None, log.append_batch, buffer, epoch)
+                info = await asyncio.get_running_loop().run_in_executor(None, log.append_batch, buffer, epoch, True)
             else:
-                info = log.append_batch(buffer, epoch)
+                info = log.append_batch(buffer, epoch, True)  # keys were checked by _check_batch
         except (LogstoreError, OSError) as e:
             code = error_for(e)
             if code in (ErrorCode.unknown_server_error, ErrorCode.kafka_storage_error):
@@ -262,6 +276,41 @@ class ReplicaManager:
             (append_time,) = _TIMESTAMP.unpack_from(buffer, _MAX_TIMESTAMP_AT)
         result = AppendResult(ErrorCode.none, info.first_offset, append_time, log.log_start_offset)
         if acks == -1 and self.replicated:
+            result.required_offset = info.last_offset + 1
+        return result
+
+    async def append_marker(
+        self, topic: str, index: int, producer_id: int, epoch: int, coordinator_epoch: int, commit: bool
+    ) -> AppendResult:
+        """Write a transaction marker (WriteTxnMarkers) as leader: a control batch ending the
+        producer's transaction on this partition. INVALID_PRODUCER_EPOCH below the producer's
+        epoch. The transactions it completes go to :attr:`on_transactions_completed` (the group
+        coordinator settles transactional offset commits on ``__consumer_offsets``). With
+        replication, ``required_offset`` is set: the caller waits for the ISR (acks=-1)."""
+        partition = self.leader_partition(topic, index)
+        if not isinstance(partition, Partition):
+            return AppendResult(partition)
+        log = partition.log
+        state = partition.producers
+        error = state.check_marker(producer_id, epoch)
+        if error != ErrorCode.none:
+            return AppendResult(error, log_start=log.log_start_offset)
+        _ = log.transactions  # built before the append, so that it reports what the marker completes
+        batch = bytearray(build_control_batch(commit, producer_id, epoch, coordinator_epoch))
+        try:
+            info = log.append_batch(batch, partition.leader_epoch if self.replicated else -1)
+        except (LogstoreError, OSError) as e:
+            _log.error("writing a transaction marker to %s-%d failed: %s", topic, index, e)
+            return AppendResult(error_for(e), message=str(e))
+        state.record_marker(producer_id, epoch)
+        partition.check_offsets()
+        if self.replicated:
+            partition.maybe_advance_high_watermark()
+        self.purgatory.notify((topic, index))
+        if info.completed:
+            self.on_transactions_completed(topic, index, list(info.completed))
+        result = AppendResult(ErrorCode.none, info.first_offset, -1, log.log_start_offset)
+        if self.replicated:
             result.required_offset = info.last_offset + 1
         return result
 
@@ -335,8 +384,9 @@ class ReplicaManager:
         current_leader_epoch: int = -1,
     ) -> PartitionRead:
         """Up to ``limit`` bytes of whole batches from ``offset`` (at least one batch when
-        ``first``: Kafka's rule that a fetch makes progress), up to the HW or the log end.
-        A follower's read (``replica_id`` >= 0) first records its progress."""
+        ``first``: Kafka's rule that a fetch makes progress), up to the HW, the LSO
+        (``upto="last_stable"``, read_committed: with the aborted transactions listed) or
+        the log end. A follower's read (``replica_id`` >= 0) first records its progress."""
         partition = self.leader_partition(topic, index)
         if not isinstance(partition, Partition):
             return PartitionRead(index, partition)
@@ -349,10 +399,16 @@ class ReplicaManager:
         result = PartitionRead(index, ErrorCode.none)
         result.high_watermark = log.high_watermark
         result.log_start = log.log_start_offset
+        if replica_id < 0:
+            result.last_stable = log.last_stable_offset
         if limit <= 0 and not first:
             return result
         try:
             read = log.read(offset, max(limit, 1), upto=upto)
+            if upto == "last_stable":
+                # Upper bound: the LSO (Kafka stops at the next batch's offset; listing a
+                # transaction past the data read is harmless, the consumer meets none of it).
+                result.aborted = log.aborted_transactions(offset, result.last_stable)
         except (LogstoreError, OSError) as e:
             result.error = error_for(e)
             return result
@@ -601,6 +657,18 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def _record_errors(error: ErrorCode, indexes: list[int], reason: str) -> AppendResult:
+    """A batch refused for some of its records (KIP-467): each listed with ``reason``, and Kafka's
+    summary as the partition's error message (librdkafka fails the listed records with ``error``
+    and the others with _INVALID_DIFFERENT_RECORD)."""
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{reason}')" for i in indexes[:3])
+    summary = (
+        f"One or more records have been rejected due to {len(indexes)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]"
+    )
+    return AppendResult(error, message=summary, record_errors=tuple((i, reason) for i in indexes))
+
+
 def _check_batch(
     partition: Partition, records: bytes | memoryview | None, acks: int
 ) -> AppendResult | RecordBatch:
@@ -620,6 +688,11 @@ def _check_batch(
             message="a produce request must carry exactly one record batch per partition",
         )
     config = partition.log.config
+    if "compact" in config.cleanup_policy:
+        keyless = np.flatnonzero(columns_of(memoryview(records)).key_lengths < 0)
+        if len(keyless):
+            reason = f"Compacted topic cannot accept message without key in topic partition {partition.topic}-{partition.index}."
+            return _record_errors(ErrorCode.invalid_record, keyless.tolist(), reason)
     if batch.size > config.max_message_bytes:
         return AppendResult(
             ErrorCode.message_too_large,
@@ -627,11 +700,26 @@ def _check_batch(
         )
     if config.message_timestamp_type == "CreateTime":
         now = int(time.time() * 1000)
+        before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+        # The header gives the largest timestamp, and the first record's: a later record may be
+        # older, so a bounded "before" reads every record's (one C decode) when the header passes.
+        stamps = None
+        if before < _UNBOUNDED_MS and now - batch.base_timestamp <= before and batch.max_timestamp - now <= after:
+            stamps = columns_of(memoryview(records)).timestamps
         if (
-            batch.max_timestamp - now > config.message_timestamp_after_max_ms
-            or now - batch.base_timestamp > config.message_timestamp_before_max_ms
+            batch.max_timestamp - now > after
+            or now - batch.base_timestamp > before
+            or (stamps is not None and len(stamps) and now - int(stamps.min()) > before)
         ):
-            return AppendResult(ErrorCode.invalid_timestamp, message="timestamp out of the allowed range")
+            stamps = columns_of(memoryview(records)).timestamps if stamps is None else stamps
+            late = (now - stamps > config.message_timestamp_before_max_ms) | (
+                stamps - now > config.message_timestamp_after_max_ms
+            )
+            reason = (
+                f"Timestamp out of range: allowed [now - {config.message_timestamp_before_max_ms} ms, "
+                f"now + {config.message_timestamp_after_max_ms} ms] (message.timestamp.before/after.max.ms)"
+            )
+            return _record_errors(ErrorCode.invalid_timestamp, np.flatnonzero(late).tolist(), reason)
     in_sync = len(partition.state.isr)
     if acks == -1 and config.min_insync_replicas > in_sync:
         return AppendResult(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -26,6 +27,9 @@ from typing import Any
 from logstore.broker.apis import registry
 from logstore.broker.config import BrokerConfig
 from logstore.broker.controller import ClusterLink, LocalController, NotJoined, TopicController
+from logstore.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
+from logstore.broker.fetch_session import FetchSessionCache
+from logstore.broker.legacy_topic_configs import LegacyTopicConfigs
 from logstore.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from logstore.broker.producers import ProducerIds
 from logstore.broker.replica_fetcher import FetcherSettings
@@ -49,7 +53,9 @@ from logstore.storage.manager import Store
 
 if typing.TYPE_CHECKING:
     from logstore.broker.groups import OffsetsAppender
+    from logstore.broker.transactions import BrokerTransactionIO
     from logstore.coordinator import GroupCoordinator
+    from logstore.coordinator.transactions import TransactionCoordinator
 
 _log = logging.getLogger("logstore.broker")
 
@@ -282,6 +288,10 @@ class Broker:
         self.data_dir = os.path.abspath(data_dir or config.data_dir)
         self.owns_store = store is None  # a Store handed in is its owner's to close
         os.makedirs(self.data_dir, exist_ok=True)
+        # Dynamic broker configs (AlterConfigs on BROKER; dynamic_config.py) over the static ones.
+        self.dynamic_config = DynamicBrokerConfig(config, self.node_id, FileConfigStore(self.data_dir))
+        config = self.config = self.dynamic_config.config
+        self.legacy_topic_configs = LegacyTopicConfigs(self.data_dir)  # message.format.version, ...
         self.cluster_id = config.cluster_id or self._load_cluster_id()
         self.metadata = MetadataCache(self.cluster_id)
         # Kafka's shape: handlers read the MetadataCache, append and read through the
@@ -312,6 +322,7 @@ class Broker:
             self.log_manager, self.metadata, self.node_id, config.producer_id_expiration_ms
         )
         self.producer_ids = ProducerIds(self.data_dir)
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.connections: set[Connection] = set()
         self.bound: list[tuple[str, int]] = []
         # loop.sendfile works on asyncio's own loops; uvloop raises NotImplementedError.
@@ -323,6 +334,9 @@ class Broker:
         # Consumer groups over __consumer_offsets (see groups.py); built by start().
         self.coordinator: GroupCoordinator | None = None
         self.offsets_appender: OffsetsAppender | None = None
+        # Transactions over __transaction_state (see transactions.py); built by start().
+        self.transactions: TransactionCoordinator | None = None
+        self.transaction_io: BrokerTransactionIO | None = None
 
     def _load_cluster_id(self) -> str:
         path = os.path.join(self.data_dir, "cluster.id")
@@ -343,7 +357,10 @@ class Broker:
         """Join the cluster (with ``zookeeper.connect``), start the group coordinator (alone)
         and, when ``listen``, the listeners (the embedded broker has none)."""
         loop = self.loop = asyncio.get_running_loop()
-        from logstore.broker.groups import start_coordinator
+        from logstore.broker.groups import on_transactions_completed, start_coordinator
+        from logstore.broker.transactions import start_transactions
+
+        self.replica_manager.on_transactions_completed = functools.partial(on_transactions_completed, self)
 
         for _, host, port in self.config.listeners if listen else ():
             server = await loop.create_server(
@@ -358,6 +375,7 @@ class Broker:
             # In a cluster the coordinator serves the groups of the __consumer_offsets partitions
             # this broker leads, loaded and dropped as leadership comes and goes.
             self.coordinator = start_coordinator(self, distributed=True)
+            self.transactions = start_transactions(self, distributed=True)
             self.replica_manager.on_leadership = self._on_leadership
             self.replica_manager.start_replication(
                 self._fetcher_settings(), self.config.replica_lag_time_max_ms
@@ -368,14 +386,17 @@ class Broker:
         else:
             self.metadata.set_brokers([BrokerEndpoint(self.node_id, host, port, self.config.broker_rack)])
             self.coordinator = start_coordinator(self)  # alone, this broker leads every partition
+            self.transactions = start_transactions(self)
         for listening in self._servers:
             await listening.start_serving()
         self._reaper = loop.create_task(self._reap_idle())
 
     def _on_leadership(self, topic: str, index: int, leader: bool) -> None:
         from logstore.broker.groups import on_offsets_leadership
+        from logstore.broker.transactions import on_transaction_state_leadership
 
         on_offsets_leadership(self, topic, index, leader)
+        on_transaction_state_leadership(self, topic, index, leader)
 
     def _fetcher_settings(self) -> FetcherSettings:
         config = self.config
@@ -435,6 +456,10 @@ class Broker:
         await self.replica_manager.close()
         if self.coordinator is not None:
             self.coordinator.close()  # parked joins and syncs answer NOT_COORDINATOR
+        if self.transactions is not None:
+            await self.transactions.close()  # markers in flight resume at the next coordinator
+        if self.transaction_io is not None:
+            self.transaction_io.close()
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)

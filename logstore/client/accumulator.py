@@ -397,13 +397,16 @@ class RecordAccumulator(AccumulatorCore):
     # -- the sender's side -----------------------------------------------------
 
     def ready(
-        self, now: float, leader: Callable[[str, int], int], muted: Iterable[tuple[str, int]] = ()
-    ) -> tuple[dict[int, list[tuple[str, int]]], float, set[str]]:
+        self, now: float, leader: Callable[[str, int], int], muted: Iterable[tuple[str, int]] = (),
+        everything: bool = False,
+    ) -> tuple[dict[int, list[tuple[str, int]]], float, set[str]]:  # fmt: skip
         """Partitions whose head batch may be sent now, by leader node.
 
         Returns ``(ready by node, seconds until the next batch may become ready
         (inf: none), topics with a partition whose leader is unknown)``.
-        ``muted`` partitions (a retry of theirs is pending) are skipped.
+        ``muted`` partitions (a retry of theirs is pending, or not yet added to the
+        producer's transaction) are skipped. ``everything``: every batch is ready, as
+        during a flush (a transaction being committed or aborted).
         O(partitions with queued batches).
         """
         by_node: dict[int, list[tuple[str, int]]] = {}
@@ -411,7 +414,7 @@ class RecordAccumulator(AccumulatorCore):
         wait = float("inf")
         blocked = set(muted)
         with self.lock:
-            everything = self.flushing > 0 or self.closing
+            everything = everything or self.flushing > 0 or self.closing
             for tp, state in self.nonempty.items():
                 if tp in blocked:
                     continue
@@ -512,6 +515,11 @@ class RecordAccumulator(AccumulatorCore):
 
     def has_queued(self) -> bool:
         return bool(self.nonempty)
+
+    def partitions(self) -> list[tuple[str, int]]:
+        """The partitions with a queued batch (a copy). O(such partitions)."""
+        with self.lock:
+            return list(self.nonempty)
 
     # -- the debug check ---------------------------------------------------------
 

@@ -101,6 +101,12 @@ def parse_bootstrap(value: Any) -> list[tuple[str, int]]:
     return out
 
 
+def find_coordinator_fields(key: str, key_type: int = 0) -> dict[str, Any]:
+    """A FindCoordinator request for ``key`` at any version (v4 names keys in a list):
+    ``key_type`` 0 a consumer group, 1 a transactional id."""
+    return {"key": key, "key_type": key_type, "coordinator_keys": [key]}
+
+
 def transport_for(config: ClientConfig) -> Transport:
     """The transport ``config`` asks for: TCP, or in-process (``embedded://`` or ``logstore.store``)."""
     servers = config["bootstrap.servers"]
@@ -332,8 +338,14 @@ class Cluster:
             node = self._coordinators.get(cache_key)
         if node is not None and not refresh:
             return node
-        fields = {"key": key, "key_type": key_type, "coordinator_keys": [key]}
-        response = self.request(None, FIND_COORDINATOR, fields)
+        response = self.request(None, FIND_COORDINATOR, find_coordinator_fields(key, key_type))
+        return self.coordinator_answer(key, key_type, response)
+
+    def coordinator_answer(self, key: str, key_type: int, response: Any) -> int:
+        """Take in a FindCoordinator answer for ``key`` (sent with :func:`find_coordinator_fields`,
+        by a caller that does not wait, as the producer's transactions do): the coordinator's
+        node id, now cached and dialable; KafkaException with the answer's error code if it
+        names none. O(1)."""
         if hasattr(response, "coordinators") and response.coordinators:
             entry = response.coordinators[0]
         else:
@@ -348,7 +360,7 @@ class Cluster:
         node = int(entry.node_id)
         with self._lock:
             self.brokers.setdefault(node, BrokerMeta(node, entry.host, int(entry.port), None))
-            self._coordinators[cache_key] = node
+            self._coordinators[(key_type, key)] = node
         return node
 
     def forget_coordinator(self, key: str, key_type: int = 0) -> None:

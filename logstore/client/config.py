@@ -98,6 +98,7 @@ def _keys() -> list[Key]:
         Key("on_delivery", "callable", None, P),
         Key("delivery.report.only.error", "bool", False, P),
         Key("transactional.id", "str", None, P),
+        Key("transaction.timeout.ms", "int", 60_000, P, 1000, big),
         # -- consumer ------------------------------------------------------
         Key("group.id", "str", None, C),
         Key("group.instance.id", "str", None, C),

@@ -64,6 +64,10 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     20: 6,  # DeleteTopics
     21: 2,  # DeleteRecords
     22: 4,  # InitProducerId
+    24: 3,  # AddPartitionsToTxn (v4 is the brokers' batched form)
+    25: 3,  # AddOffsetsToTxn
+    26: 3,  # EndTxn
+    28: 3,  # TxnOffsetCommit
     32: 4,  # DescribeConfigs
     33: 2,  # AlterConfigs
     35: 4,  # DescribeLogDirs

@@ -50,6 +50,7 @@ from logstore.client.types import (
     OFFSET_END,
     OFFSET_INVALID,
     OFFSET_STORED,
+    ConsumerGroupMetadata,
     Message,
     TopicPartition,
 )
@@ -236,6 +237,21 @@ class Consumer:
         if self._coordinator is None or not self._coordinator.member_id:
             return None
         return self._coordinator.member_id
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """The group membership a transactional producer's ``send_offsets_to_transaction`` needs:
+        group id, generation, member id, group instance id (confluent-kafka's method; Kafka's
+        ``groupMetadata()``). Outside a generation (assigned, not subscribed; not joined yet)
+        the generation is -1 and the member id "", so the coordinator checks nothing. O(1).
+
+        Raises KafkaException ``_INVALID_ARG`` without ``group.id``.
+        """
+        self._check_open()
+        coordinator = self._require_group("consumer_group_metadata()")
+        generation, member_id = coordinator.generation_and_member()
+        if not self._subscriptions.subscribed:
+            generation, member_id = -1, ""
+        return ConsumerGroupMetadata(coordinator.group_id, generation, member_id, coordinator.instance_id)
 
     # -- positions -----------------------------------------------------------------
 

@@ -462,6 +462,11 @@ class ConsumerCoordinator:
         elif self._heartbeat is not None:
             self._heartbeat.joined()
 
+    def generation_and_member(self) -> tuple[int, str]:
+        """The current generation (-1: none) and member id, read together."""
+        with self._lock:
+            return self.generation, self.member_id
+
     def heartbeat_snapshot(self) -> tuple[MemberState, int, str, float]:
         with self._lock:
             return self.state, self.generation, self.member_id, self.last_poll

@@ -36,12 +36,16 @@ LOCAL_ERRORS: dict[str, tuple[int, str]] = {
     "_INVALID_ARG": (-186, "an invalid argument or configuration"),
     "_TIMED_OUT": (-185, "the operation timed out"),
     "_QUEUE_FULL": (-184, "the producer's queue is full (buffer.memory)"),
+    "_CONFLICT": (-173, "a conflicting operation is under way"),
     "_ASSIGN_PARTITIONS": (-175, "partitions assigned"),
     "_REVOKE_PARTITIONS": (-174, "partitions revoked"),
     "_STATE": (-172, "the operation is not valid in the client's state"),
     "_NO_OFFSET": (-168, "no committed offset and auto.offset.reset=none"),
     "_MAX_POLL_EXCEEDED": (-147, "the application did not call poll within max.poll.interval.ms"),
     "_FATAL": (-150, "a fatal error: the client must be closed"),
+    "_PURGE_QUEUE": (-152, "purged from the queue before it was sent"),
+    "_NOT_CONFIGURED": (-145, "the functionality is not configured"),
+    "_FENCED": (-144, "the producer was fenced by a newer instance"),
 }
 _LOCAL_BY_CODE = {code: (name, text) for name, (code, text) in LOCAL_ERRORS.items()}
 # librdkafka's spellings of Kafka's codes, where they differ from Kafka's own names.
@@ -59,17 +63,26 @@ _ALIASES = {
 
 
 class KafkaError:
-    """One error: ``code()``, ``name()``, ``str()``, ``retriable()``, ``fatal()`` (confluent-kafka's methods)."""
+    """One error: ``code()``, ``name()``, ``str()``, ``retriable()``, ``fatal()``,
+    ``txn_requires_abort()`` (confluent-kafka's methods).
 
-    __slots__ = ("_code", "_fatal", "_reason", "_retriable")
+    ``fatal``: the client can do nothing more (a fenced transactional producer);
+    ``retriable`` None takes Kafka's flag of the code; ``txn_requires_abort``:
+    the producer's transaction failed and must be aborted (``abort_transaction()``)
+    before a new one begins.
+    """
+
+    __slots__ = ("_code", "_fatal", "_reason", "_retriable", "_txn_requires_abort")
 
     def __init__(
-        self, code: int, reason: str | None = None, fatal: bool = False, retriable: bool | None = None
-    ) -> None:
+        self, code: int, reason: str | None = None, fatal: bool = False, retriable: bool | None = None,
+        txn_requires_abort: bool = False,
+    ) -> None:  # fmt: skip
         self._code = int(code)
         self._reason = reason
         self._fatal = fatal
         self._retriable = retriable
+        self._txn_requires_abort = txn_requires_abort
 
     def code(self) -> int:
         return self._code
@@ -95,7 +108,7 @@ class KafkaError:
         return error_info(self._code).retriable
 
     def txn_requires_abort(self) -> bool:
-        return False
+        return self._txn_requires_abort
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, KafkaError):

@@ -619,12 +619,21 @@ class _AbortedTransactions:
         self.pending = sorted(((int(a.first_offset), int(a.producer_id)) for a in listed), reverse=True)
         self.open: set[int] = set()
 
-    def skips(self, batch: Any) -> bool:
-        while self.pending and self.pending[-1][0] <= batch.last_offset:
+    def _up_to(self, offset: int) -> None:
+        """Open the aborted transactions that start at or before ``offset`` (Kafka's
+        ``consumeAbortedTransactionsUpTo``): for every batch, markers included."""
+        while self.pending and self.pending[-1][0] <= offset:
             self.open.add(self.pending.pop()[1])
+
+    def skips(self, batch: Any) -> bool:
+        self._up_to(batch.last_offset)
         return bool(batch.producer_id in self.open)
 
     def control(self, batch: Any) -> None:
+        # First open what starts before the marker: a response may begin after an aborted
+        # transaction's records and before its marker, which must then close it, or the entry
+        # would stay pending and hide the producer's next (committed) transaction.
+        self._up_to(batch.last_offset)
         records = batch.records
         key = records[0].key if records else None
         if key is not None and len(key) >= 4 and key[2:4] == b"\x00\x00":  # an ABORT marker

@@ -42,6 +42,26 @@ requests in flight, retries until ``delivery.timeout.ms``. As in Kafka, setting
 ``enable.idempotence`` turns idempotence off; setting ``enable.idempotence=true``
 with any of those is a ConfigError. See :mod:`logstore.client.sender` for how
 sequence errors are handled (KIP-360's reset; fatal errors).
+
+Transactions (KIP-98), with confluent-kafka's calls: set ``transactional.id``
+(which implies ``enable.idempotence``: setting it false, or acks/retries/in
+flight that conflict with it, is a ConfigError, as in Kafka) and
+``transaction.timeout.ms`` (default 60000; the broker refuses more than its
+``transaction.max.timeout.ms``), then::
+
+    p.init_transactions()            # once: fences older producers of the id
+    p.begin_transaction()
+    p.produce(...)                   # only inside a transaction
+    p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                  consumer.consumer_group_metadata())
+    p.commit_transaction()           # or p.abort_transaction()
+
+Errors are KafkaException(KafkaError) as in confluent-kafka: ``retriable()``
+(a timed-out call: call it again to resume), ``txn_requires_abort()`` (the
+transaction failed: ``abort_transaction()``, then begin a new one), ``fatal()``
+(fenced by a newer producer of the id, unauthorized: close the producer);
+anything else (``_STATE``: a call out of order) is the application's mistake.
+How it works: :mod:`logstore.client.transactions`.
 """
 
 from __future__ import annotations
@@ -53,6 +73,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -72,7 +93,14 @@ from logstore.client.config import ClientConfig, ConfigError
 from logstore.client.errors import KafkaError, KafkaException, local
 from logstore.client.partitioner import get_partitioner
 from logstore.client.sender import Sender
-from logstore.client.types import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
+from logstore.client.transactions import TransactionManager, TxnState
+from logstore.client.types import (
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    ConsumerGroupMetadata,
+    Message,
+    TopicPartition,
+)
 from logstore.records import Record
 
 _log = logging.getLogger("logstore.client.producer")
@@ -108,8 +136,6 @@ class Producer:
         cfg = ClientConfig.parse(config, "producer", **kwargs)
         self.config = cfg
         acks, idempotent = _idempotence(cfg)
-        if cfg["transactional.id"] is not None:
-            raise ConfigError("transactional.id: transactions are not supported by this producer")
         try:
             self._partitioner = get_partitioner(cfg["partitioner"])
         except (ValueError, TypeError) as e:
@@ -144,6 +170,13 @@ class Producer:
         self._fatal: KafkaError | None = None
 
         self._cluster = Cluster(cfg)
+        self._txn: TransactionManager | None = None
+        self._txn_timeout = cfg.seconds("transaction.timeout.ms")
+        if cfg["transactional.id"] is not None:
+            self._txn = TransactionManager(
+                cfg["transactional.id"], int(cfg["transaction.timeout.ms"]), self._cluster,
+                backoff=cfg.seconds("retry.backoff.ms"), on_state=self._txn_state_changed,
+            )  # fmt: skip
         self._acc = RecordAccumulator(
             batch_size=min(int(cfg["batch.size"]), message_max),
             batch_records=int(cfg["batch.num.messages"]),
@@ -154,12 +187,14 @@ class Producer:
             partitioner=self._partitioner,
         )
         self._states = self._acc.topics  # read without a lock by produce(): a dict lookup is atomic
-        self._sender = Sender(cfg, self._cluster, self._acc, self, idempotent, acks)
+        self._sender = Sender(cfg, self._cluster, self._acc, self, idempotent, acks, self._txn)
         self._sender.on_fatal = self._set_fatal
         self._acc.wakeup = self._sender.wake.set
         # produce()'s fast path needs no interceptor, serializer, fatal error or close.
         self._plain = not (self._interceptors or self._key_serializer or self._value_serializer)
         self._fast = _fast_produce(self)
+        if self._txn is not None:
+            self._fast.plain = False  # the C path only inside a transaction (_txn_state_changed)
         self.produce = self._fast  # type: ignore[method-assign]
         self._sender.start()
 
@@ -525,6 +560,28 @@ class Producer:
     def pending_topics(self) -> set[str]:
         return set(self._pending)
 
+    def fail_pending(self, error: KafkaError) -> None:
+        """Fail every record waiting for its topic's metadata with ``error`` (the sender's thread,
+        when a transaction is aborted). O(such records)."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+            self._pending_count = 0
+        now = time.monotonic()
+        for topic, records in pending.items():
+            for record in records:
+                self._fail_record(topic, record, error, now)
+
+    def _fail_record(self, topic: str, record: _Pending, error: KafkaError, now: float) -> None:
+        batch = ProducerBatch(topic, record.partition, now, int(time.time() * 1000))
+        batch.records.append(record.item)
+        batch.size += record.size
+        if record.callback is not None:
+            batch.callbacks = [(0, record.callback)]
+        try:
+            self.delivered(batch, error, -1, -1)
+        finally:
+            self._acc.release(1, record.size)
+
     def metadata_updated(self) -> None:
         """Move records waiting for metadata into batches, or fail them (the sender's thread)."""
         if not self._pending:
@@ -579,15 +636,9 @@ class Producer:
                     self._pending_count -= len(late)
                     failed.extend((topic, record, error) for record in late)
         for topic, record, error in failed:
-            batch = ProducerBatch(topic, record.partition, now, int(time.time() * 1000))
-            batch.records.append(record.item)
-            batch.size += record.size
-            if record.callback is not None:
-                batch.callbacks = [(0, record.callback)]
-            try:
-                self.delivered(batch, error, -1, -1)
-            finally:
-                self._acc.release(1, record.size)
+            if self._txn is not None:
+                self._txn.batch_failed(error)
+            self._fail_record(topic, record, error, now)
 
     # -- errors ----------------------------------------------------------------------
 
@@ -596,6 +647,8 @@ class Producer:
             raise KafkaException(self._fatal)
         if self._closed:
             raise KafkaException(local("_DESTROY", "the producer is closed"))
+        if self._txn is not None:
+            self._txn.check_produce()
 
     def _set_fatal(self, error: KafkaError) -> None:
         self._fatal = error
@@ -644,6 +697,156 @@ class Producer:
             except Exception:
                 _log.exception("interceptor %r on_acknowledgement failed", interceptor)
 
+    # -- transactions (KIP-98; see logstore.client.transactions) ---------------------------
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional.id`` with its transaction coordinator (FindCoordinator, then
+        InitProducerId): the producer gets the id's producer id and a new epoch, which fences
+        every older producer of the id (the coordinator aborts its open transaction first).
+        Call it once, before the first ``begin_transaction()``.
+
+        Waits up to ``timeout`` seconds (None or negative: 2 x ``transaction.timeout.ms``, as
+        librdkafka). Raises KafkaException: ``_NOT_CONFIGURED`` without ``transactional.id``;
+        ``_TIMED_OUT`` (retriable: call again to resume); fatal errors, among them
+        INVALID_TRANSACTION_TIMEOUT (``transaction.timeout.ms`` above the broker's
+        ``transaction.max.timeout.ms``), TRANSACTIONAL_ID_AUTHORIZATION_FAILED and
+        PRODUCER_FENCED; ``_STATE`` when already initialized.
+        """
+        txn = self._transactional()
+        limit = _limit(timeout, 2 * self._txn_timeout)
+        result = txn.initialize()
+        self._await(txn, result, limit, "init_transactions", serve=False)
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: the records produced until ``commit_transaction()`` /
+        ``abort_transaction()`` are committed or aborted together. Local (the coordinator
+        hears of the transaction with its first partition). O(1).
+
+        Raises KafkaException: ``_NOT_CONFIGURED``; ``_STATE`` before ``init_transactions()``
+        has succeeded, or with a transaction already open; an error whose
+        ``txn_requires_abort()`` is True while a failed transaction awaits its abort; the
+        fatal error after one.
+        """
+        self._transactional().begin()
+
+    def send_offsets_to_transaction(
+        self, positions: Sequence[TopicPartition], group_metadata: Any, timeout: float | None = None
+    ) -> None:
+        """Commit a consumer group's offsets as part of the open transaction (exactly-once
+        consume-transform-produce): AddOffsetsToTxn to the transaction coordinator, then
+        TxnOffsetCommit to the group's coordinator. The offsets are visible to the group
+        (``Consumer.committed()``) only once the transaction commits.
+
+        ``positions``: TopicPartitions whose ``offset`` is the next to consume (the last
+        processed offset + 1: ``consumer.position(consumer.assignment())``); logical and
+        invalid offsets (< 0) are ignored, and with none left nothing is sent.
+        ``group_metadata``: ``consumer.consumer_group_metadata()`` (a group id str is taken
+        too, without the generation check). Waits up to ``timeout`` seconds (None or
+        negative: ``transaction.timeout.ms``). O(len(positions)).
+
+        Raises KafkaException: ``_NOT_CONFIGURED``; ``_STATE`` outside a transaction;
+        ``_TIMED_OUT`` (retriable: call again); abortable errors (``txn_requires_abort()``:
+        ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID when the consumer's
+        group rebalanced meanwhile, GROUP_AUTHORIZATION_FAILED); fatal ones (fenced).
+        TypeError for arguments of the wrong type.
+        """
+        txn = self._transactional()
+        group = _group_metadata(group_metadata)
+        offsets: dict[tuple[str, int], tuple[int, str | None, int | None]] = {}
+        for tp in positions:
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"positions must be TopicPartitions, not {type(tp).__name__}")
+            if tp.offset >= 0:
+                offsets[(tp.topic, tp.partition)] = (tp.offset, tp.metadata, tp.leader_epoch)
+        limit = _limit(timeout, self._txn_timeout)
+        result = txn.send_offsets(offsets, group)
+        self._await(txn, result, limit, "send_offsets_to_transaction", serve=False)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Commit the open transaction: flush every record (serving delivery reports, as
+        ``flush()``), add the partitions not yet in the transaction, then EndTxn(commit). On
+        return the records (and offsets sent) are committed; read_committed consumers see
+        them once the coordinator's markers are written (at once, in practice).
+
+        Waits up to ``timeout`` seconds (None or negative: ``transaction.timeout.ms``).
+        Raises KafkaException: ``_NOT_CONFIGURED``; ``_STATE`` without an open transaction;
+        ``_TIMED_OUT`` (retriable: call again to resume); an error whose
+        ``txn_requires_abort()`` is True when a record or request of the transaction failed
+        (call ``abort_transaction()``); fatal errors (PRODUCER_FENCED, ...).
+        """
+        txn = self._transactional()
+        limit = _limit(timeout, self._txn_timeout)
+        deadline = time.monotonic() + limit
+        result = txn.begin_commit()
+        self._sender.wake.set()
+        if not result.done():
+            left = self.flush(max(deadline - time.monotonic(), 0.0))
+            if left and not result.done():
+                raise KafkaException(
+                    _timed_out("commit_transaction", limit, f"{left} record(s) not delivered yet")
+                )
+        self._await(txn, result, max(deadline - time.monotonic(), 0.0), "commit_transaction", serve=True)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the open (or failed) transaction: records not yet sent fail with
+        ``_PURGE_QUEUE`` in their delivery reports (served by this call, as ``flush()`` would),
+        the requests in flight are answered, then EndTxn(abort); read_committed consumers never
+        see the transaction's records. After a sequence error the producer takes a new epoch
+        (InitProducerId) before it returns.
+
+        Waits up to ``timeout`` seconds (None or negative: ``transaction.timeout.ms``).
+        Raises KafkaException: ``_NOT_CONFIGURED``; ``_STATE`` without a transaction;
+        ``_TIMED_OUT`` (retriable: call again to resume); fatal errors.
+        """
+        txn = self._transactional()
+        limit = _limit(timeout, self._txn_timeout)
+        result = txn.begin_abort()
+        self._sender.wake.set()
+        self._await(txn, result, limit, "abort_transaction", serve=True)
+
+    def _transactional(self) -> TransactionManager:
+        if self._txn is None:
+            raise KafkaException(
+                local("_NOT_CONFIGURED", "The Transactional API requires transactional.id to be configured")
+            )
+        if self._closed:
+            raise KafkaException(local("_DESTROY", "the producer is closed"))
+        return self._txn
+
+    def _await(self, txn: TransactionManager, result: Future[None], timeout: float, call: str, *,
+               serve: bool) -> None:  # fmt: skip
+        """Wait up to ``timeout`` seconds for ``result`` (serving delivery reports if ``serve``);
+        raise its error, or a retriable ``_TIMED_OUT`` (the call goes on in the background)."""
+        deadline = time.monotonic() + timeout
+
+        def settled(_: Future[None]) -> None:
+            with self._events:
+                self._events.notify_all()
+
+        result.add_done_callback(settled)
+        while not result.done():
+            if serve:
+                self.poll(0)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KafkaException(_timed_out(call, timeout, "the operation goes on"))
+            with self._events:
+                if result.done() or (serve and (self._reports or self._errors)):
+                    continue
+                self._events.wait(min(left, 1.0))
+        if serve:
+            self.poll(0)
+        txn.finished(result)
+        error = result.exception()
+        if error is not None:
+            raise KafkaException(error.error) if isinstance(error, KafkaException) else error
+
+    def _txn_state_changed(self, state: TxnState) -> None:
+        """The C fast path of produce() runs only inside a transaction (any thread; no lock)."""
+        fast = getattr(self, "_fast", None)
+        if fast is not None:
+            fast.plain = self._plain and state is TxnState.IN_TRANSACTION
+
     # -- the rest of confluent's surface ---------------------------------------------
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
@@ -681,6 +884,16 @@ class Producer:
         ``_DESTROY``. Returns how many records were not delivered in time."""
         if self._closed:
             return 0
+        txn = self._txn
+        if (
+            txn is not None
+            and self._fatal is None
+            and txn.state in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR)
+        ):
+            try:  # as Kafka's producer: an open transaction is aborted, not left to time out
+                self.abort_transaction(timeout if timeout is not None and timeout >= 0 else None)
+            except KafkaException as e:
+                _log.warning("closing: aborting the open transaction failed: %s", e)
         left = self.flush(timeout) if self._fatal is None else len(self)
         self._closed = True
         self._general_only()
@@ -722,7 +935,8 @@ def _fast_produce(producer: Producer) -> FastProduce:
 
 
 def _idempotence(cfg: ClientConfig) -> tuple[int, bool]:
-    """(acks, idempotent) per Kafka 3.x's rules (see the module docstring)."""
+    """(acks, idempotent) per Kafka 3.x's rules (see the module docstring); ``transactional.id``
+    requires idempotence (ConfigError when it is turned off or conflicts)."""
     acks = int(cfg["acks"])
     in_flight = int(cfg["max.in.flight.requests.per.connection"])
     retries = int(cfg["retries"])
@@ -733,6 +947,20 @@ def _idempotence(cfg: ClientConfig) -> tuple[int, bool]:
         conflicts.append(f"max.in.flight.requests.per.connection={in_flight} (at most 5)")
     if retries == 0:
         conflicts.append("retries=0 (idempotence retries)")
+    transactional_id = cfg["transactional.id"]
+    if transactional_id is not None:
+        if not transactional_id:
+            raise ConfigError("transactional.id must not be empty")
+        if not cfg["enable.idempotence"]:
+            raise ConfigError(
+                "Cannot set a transactional.id without also enabling idempotence: enable.idempotence=false"
+            )
+        if conflicts:
+            raise ConfigError(
+                "transactional.id (which implies enable.idempotence=true) conflicts with "
+                + "; ".join(conflicts)
+            )
+        return acks, True
     if not cfg["enable.idempotence"]:
         return acks, False
     if "enable.idempotence" in cfg.given:
@@ -740,6 +968,31 @@ def _idempotence(cfg: ClientConfig) -> tuple[int, bool]:
             raise ConfigError("enable.idempotence=true conflicts with " + "; ".join(conflicts))
         return acks, True
     return acks, not conflicts
+
+
+def _limit(timeout: float | None, default: float) -> float:
+    """A call's wait in seconds: ``timeout``, or ``default`` when None or negative."""
+    return default if timeout is None or timeout < 0 else float(timeout)
+
+
+def _timed_out(call: str, timeout: float, detail: str) -> KafkaError:
+    return KafkaError(
+        KafkaError._TIMED_OUT,  # type: ignore[attr-defined]
+        f"{call}() did not complete within {timeout:.1f} s ({detail}): call {call}() again to resume",
+        retriable=True,
+    )
+
+
+def _group_metadata(value: Any) -> ConsumerGroupMetadata:
+    """``send_offsets_to_transaction``'s group: a ConsumerGroupMetadata, or a group id."""
+    if isinstance(value, ConsumerGroupMetadata):
+        return value
+    if isinstance(value, str) and value:
+        return ConsumerGroupMetadata(value)
+    raise TypeError(
+        "group_metadata must be Consumer.consumer_group_metadata()'s value (or a group id), "
+        f"not {type(value).__name__}"
+    )
 
 
 def _to_bytes(value: Any, what: str) -> bytes:

@@ -50,6 +50,18 @@ create a new producer.
 
 acks=0: requests expect no answer; a batch is reported delivered (offset -1)
 once written to the socket.
+
+Transactions (``transactional.id``): a
+:class:`~logstore.client.transactions.TransactionManager` owns the producer id
+(InitProducerId goes to the transaction coordinator, from
+``init_transactions()``), and each turn it runs before the batches are drained
+(:meth:`~logstore.client.transactions.TransactionManager.run`): its requests go
+one at a time, and a partition's batches wait until the partition is in the
+transaction (``hold``). Batches are encoded transactional and Produce carries
+the transactional id. A batch that fails makes the transaction abortable; a
+sequence problem (the resets above) is not repaired here but by the abort,
+which takes a new epoch. Fatal errors keep their code (PRODUCER_FENCED, ...)
+rather than ``_FATAL``. See :mod:`logstore.client.transactions`.
 """
 
 from __future__ import annotations
@@ -61,13 +73,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from logstore.client.accumulator import ProducerBatch, RecordAccumulator
 from logstore.client.cluster import Cluster
 from logstore.client.config import ClientConfig
 from logstore.client.errors import KafkaError, KafkaException, local
 from logstore.records import build_batch
+
+if TYPE_CHECKING:
+    from logstore.client.transactions import TransactionManager
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
@@ -101,6 +116,9 @@ class Reporter(Protocol):
 
     def pending_topics(self) -> set[str]:
         """Topics with records waiting for their first metadata."""
+
+    def fail_pending(self, error: KafkaError) -> None:
+        """Fail every record waiting for its topic's metadata (a transaction is aborted)."""
 
 
 class IdempotenceState:
@@ -161,7 +179,7 @@ class Sender(threading.Thread):
 
     def __init__(
         self, config: ClientConfig, cluster: Cluster, accumulator: RecordAccumulator, reporter: Reporter,
-        idempotent: bool, acks: int,
+        idempotent: bool, acks: int, transactions: TransactionManager | None = None,
     ) -> None:  # fmt: skip
         super().__init__(name=f"logstore-producer-sender-{config['client.id']}", daemon=True)
         self.config = config
@@ -169,7 +187,12 @@ class Sender(threading.Thread):
         self.accumulator = accumulator
         self.reporter = reporter
         self.acks = acks
-        self.idempotence = IdempotenceState() if idempotent else None
+        self.transactions = transactions
+        self.transactional_id = None if transactions is None else transactions.transactional_id
+        if transactions is not None:
+            self.idempotence: IdempotenceState | None = transactions.idempotence
+        else:
+            self.idempotence = IdempotenceState() if idempotent else None
         self.max_in_flight = int(config["max.in.flight.requests.per.connection"])
         self.retries = int(config["retries"])
         self.backoff = config.seconds("retry.backoff.ms")
@@ -193,6 +216,8 @@ class Sender(threading.Thread):
         self.retried = 0  # batch attempts that failed and were retried (a statistic)
         self.resets = 0  # sequence resets (KIP-360) so far
         self.on_fatal: Callable[[KafkaError], None] = lambda error: None
+        if transactions is not None:
+            transactions.bind(self, self.wake.set)
 
     # -- control -------------------------------------------------------------
 
@@ -247,12 +272,19 @@ class Sender(threading.Thread):
             wait = min(wait, self._refresh(now))
         self._expire(now)
         idem = self.idempotence
-        if idem is not None and not idem.ready:
+        muted = [tp for tp, batches in self._retry.items() if batches]
+        txn = self.transactions
+        if txn is not None:
+            muted += txn.hold(self.accumulator.partitions())
+            wait = min(wait, txn.run(now))
+            if self.fatal is not None or (idem is not None and not idem.ready):
+                return wait  # the manager obtains the producer id (and a new epoch after an abort)
+        elif idem is not None and not idem.ready:
             if idem.reset_needed and self.in_flight:
                 return 0.05  # answers still to come; they wake us
             return min(wait, self._init_producer_id(now))
-        muted = [tp for tp, batches in self._retry.items() if batches]
-        ready, due, unknown = self.accumulator.ready(now, self.cluster.leader, muted)
+        everything = txn is not None and txn.completing
+        ready, due, unknown = self.accumulator.ready(now, self.cluster.leader, muted, everything)
         wait = min(wait, due)
         if unknown:
             self.request_metadata()
@@ -340,16 +372,61 @@ class Sender(threading.Thread):
     def _set_fatal(self, error: KafkaError) -> None:
         if self.fatal is not None:
             return
-        self.fatal = KafkaError(
-            KafkaError._FATAL,  # type: ignore[attr-defined]
-            f"fatal idempotent producer error {error.name()}: {error.str()}; this producer can send no "
-            "more records: create a new producer",
-            fatal=True,
-        )
+        if self.transactions is not None and not error.fatal():
+            self.transactions.fatal(error)  # its error (fenced: PRODUCER_FENCED) comes back through set_fatal
+            if self.fatal is not None:
+                return
+        if self.transactions is not None:
+            self.fatal = error if error.fatal() else KafkaError(
+                error.code(),
+                f"fatal transactional producer error {error.name()}: {error.str()}; this producer can send "
+                "no more records: create a new producer",
+                fatal=True,
+            )  # fmt: skip
+        else:
+            self.fatal = KafkaError(
+                KafkaError._FATAL,  # type: ignore[attr-defined]
+                f"fatal idempotent producer error {error.name()}: {error.str()}; this producer can send no "
+                "more records: create a new producer",
+                fatal=True,
+            )
         _log.error("%s", self.fatal.str())
         self.on_fatal(self.fatal)
         self.reporter.client_error(self.fatal)
+        if self.transactions is not None:
+            self.transactions.fatal(self.fatal)
         self._fail_all(self.fatal)
+
+    # -- what the transaction manager asks (SenderOps; this thread) ---------------------
+
+    def set_fatal(self, error: KafkaError) -> None:
+        self._set_fatal(error)
+
+    def incomplete(self) -> bool:
+        """Records queued, in flight, waiting to be retried or waiting for metadata."""
+        return self.accumulator.records > 0 or bool(self.in_flight)
+
+    def queued(self) -> list[ProducerBatch]:
+        return self.accumulator.queued()
+
+    def abort_undrained(self, error: KafkaError, everything: bool) -> None:
+        """Fail the queued batches never sent (``everything``: every batch not in flight, those
+        waiting for a retry too) and the records waiting for metadata. O(queued batches)."""
+        if self.accumulator.has_queued():
+            keep = []
+            for batch in self.accumulator.take_all():
+                if batch.base_sequence >= 0 and not everything:
+                    keep.append(batch)  # sequenced: it goes (a gap would break the sequence)
+                else:
+                    self._fail(batch, error, terminal=False)
+            if keep:
+                self.accumulator.reenqueue(keep)
+        if everything:
+            for tp in [tp for tp, batches in self._retry.items() if batches and not self._tp_in_flight[tp]]:
+                for batch in self._retry.pop(tp):
+                    self._fail(batch, error, terminal=False)
+        if self.reporter.pending_topics():
+            self.reporter.fail_pending(error)
 
     def _fail_all(self, error: KafkaError) -> None:
         for batch in self.accumulator.take_all():
@@ -365,6 +442,7 @@ class Sender(threading.Thread):
         sendable: list[ProducerBatch] = []
         topic_data: dict[str, list[dict[str, Any]]] = {}
         idem = self.idempotence
+        transactional = self.transactions is not None
         for batch in batches:
             if batch.encoded is None:
                 if idem is not None and batch.base_sequence < 0:
@@ -377,6 +455,7 @@ class Sender(threading.Thread):
                         producer_id=batch.producer_id,
                         producer_epoch=batch.producer_epoch,
                         base_sequence=batch.base_sequence,
+                        transactional=transactional,
                     )
                 except Exception as e:
                     self._fail(batch, local("_INVALID_ARG", f"cannot encode the batch: {e}"), terminal=True)
@@ -390,7 +469,7 @@ class Sender(threading.Thread):
         if not sendable:
             return
         fields = {
-            "transactional_id": None,
+            "transactional_id": self.transactional_id,
             "acks": self.acks,
             "timeout": self.request_timeout_ms,
             "topic_data": [{"name": t, "partition_data": parts} for t, parts in topic_data.items()],
@@ -526,6 +605,8 @@ class Sender(threading.Thread):
     def _done(
         self, batch: ProducerBatch, error: KafkaError | None, base_offset: int, append_time: int
     ) -> None:
+        if error is not None and self.transactions is not None:
+            self.transactions.batch_failed(error)  # before the report: the application sees both at once
         try:
             self.reporter.delivered(batch, error, base_offset, append_time)
         finally:

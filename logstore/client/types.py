@@ -83,3 +83,52 @@ class TopicPartition:
             f"TopicPartition{{topic={self.topic},partition={self.partition},"
             f"offset={self.offset},error={self.error}}}"
         )
+
+
+class ConsumerGroupMetadata:
+    """What a transactional producer needs of a consumer's group membership
+    (``Consumer.consumer_group_metadata()``, for ``Producer.send_offsets_to_transaction``).
+
+    confluent-kafka hands out an opaque object; this one is Kafka's
+    ``ConsumerGroupMetadata``, read-only: ``group_id``, ``generation_id`` (-1 outside a
+    generation), ``member_id`` ("" when not a member) and ``group_instance_id`` (static
+    membership, or None). The group coordinator refuses a transactional offset commit
+    whose generation or member is stale (KIP-447), so a zombie consumer's producer
+    cannot commit offsets.
+
+    >>> ConsumerGroupMetadata("g", 3, "m-1")
+    ConsumerGroupMetadata(group_id='g', generation_id=3, member_id='m-1', group_instance_id=None)
+    """
+
+    __slots__ = ("generation_id", "group_id", "group_instance_id", "member_id")
+
+    def __init__(
+        self,
+        group_id: str,
+        generation_id: int = -1,
+        member_id: str = "",
+        group_instance_id: str | None = None,
+    ) -> None:
+        if not isinstance(group_id, str) or not group_id:
+            raise TypeError(f"group_id must be a non-empty str, not {group_id!r}")
+        self.group_id = group_id
+        self.generation_id = int(generation_id)
+        self.member_id = member_id or ""
+        self.group_instance_id = group_instance_id or None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ConsumerGroupMetadata):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def _fields(self) -> tuple[str, int, str, str | None]:
+        return (self.group_id, self.generation_id, self.member_id, self.group_instance_id)
+
+    def __repr__(self) -> str:
+        return (
+            f"ConsumerGroupMetadata(group_id={self.group_id!r}, generation_id={self.generation_id}, "
+            f"member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r})"
+        )

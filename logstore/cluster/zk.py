@@ -13,6 +13,8 @@ The paths and JSON are Kafka's own, so Kafka's tools would read them::
     /brokers/topics/<t>/partitions/<p>/state   {"version":1,"controller_epoch":..,"leader":..,
                                                 "leader_epoch":..,"isr":[..]}
     /config/topics/<t>                         {"version":1,"config":{"retention.ms":"1000"}}
+    /config/brokers/<id>                       {"version":1,"config":{"log.retention.ms":"60000"}}
+    /config/brokers/<default>                  (the same: the cluster-wide dynamic broker configs)
     /admin/delete_topics/<t>                   (empty: the topic is marked for deletion)
 
 Fencing: a controller's writes to partition state are conditional on the
@@ -49,6 +51,7 @@ CONTROLLER_EPOCH = "/controller_epoch"
 CLUSTER_ID = "/cluster/id"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
+CONFIG_BROKERS = "/config/brokers"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
@@ -473,6 +476,25 @@ class KafkaZkClient:
 
     def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
         path = f"{CONFIG_TOPICS}/{topic}"
+        value = _json({"version": 1, "config": dict(config)})
+        try:
+            self.zk.set(path, value)
+        except NoNodeError:
+            self.zk.create(path, value, makepath=True)
+
+    def broker_config(self, entity: str) -> dict[str, str]:
+        """The dynamic broker configs of ``entity`` (a broker id, or ``<default>``); {} if none."""
+        path = f"{CONFIG_BROKERS}/{entity}"
+        try:
+            data, _ = self.zk.get(path)
+        except NoNodeError:
+            return {}
+        return {str(k): str(v) for k, v in _load(data, path)["config"].items()}
+
+    def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None:
+        """Make ``config`` the dynamic broker configs of ``entity``; every broker watches the
+        znodes it reads (its own id and ``<default>``)."""
+        path = f"{CONFIG_BROKERS}/{entity}"
         value = _json({"version": 1, "config": dict(config)})
         try:
             self.zk.set(path, value)

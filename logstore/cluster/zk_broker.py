@@ -46,6 +46,7 @@ from kazoo.exceptions import NodeExistsError
 from kazoo.protocol.states import KazooState
 from kio.schema.errors import ErrorCode
 
+from logstore.broker.dynamic_config import DEFAULT_ENTITY, apply_broker_config
 from logstore.broker.metadata_cache import (
     NO_LEADER,
     BrokerEndpoint,
@@ -58,6 +59,7 @@ from logstore.cluster.controller import ControllerMovedError, ElectionResult, Zk
 from logstore.cluster.zk import (
     BROKER_IDS,
     BROKER_TOPICS,
+    CONFIG_BROKERS,
     CONFIG_TOPICS,
     CONTROLLED_SHUTDOWN,
     CONTROLLER,
@@ -139,7 +141,42 @@ def join(broker: Broker, endpoint: tuple[str, int]) -> ZkBroker:
         link.on_topic_changed = on_topic_changed
     broker.producer_ids.use_blocks_from(lambda size: link.zk.allocate_producer_id_block(broker.node_id, size))
     broker.cluster_id = link.start(broker.cluster_id)
+    follow_broker_configs(broker, link)
     return link
+
+
+class ZkConfigStore:
+    """The dynamic broker configs in Kafka's znodes: ``/config/brokers/<id>`` and
+    ``/config/brokers/<default>`` (dynamic_config.py's ConfigStore)."""
+
+    def __init__(self, zk: KafkaZkClient, node_id: int) -> None:
+        self.zk = zk
+        self.node_id = node_id
+
+    def load(self) -> dict[str, dict[str, str]]:
+        entities = (DEFAULT_ENTITY, str(self.node_id))
+        return {entity: props for entity in entities if (props := self.zk.broker_config(entity))}
+
+    def save(self, entity: str, props: Mapping[str, str]) -> None:
+        self.zk.set_broker_config(entity, props)
+
+
+def follow_broker_configs(broker: Broker, link: ZkBroker) -> None:
+    """Keep the broker's dynamic configs in ZooKeeper from now on, and apply every change to
+    its two znodes (made through any broker) on the link's worker thread."""
+    broker.dynamic_config.store = ZkConfigStore(link.zk, broker.node_id)
+
+    def reload() -> None:
+        try:
+            apply_broker_config(broker, broker.dynamic_config.reload(), link)
+        except Exception:  # a bad znode must not stop the worker; the next change retries
+            _log.exception("broker %d: applying the dynamic broker configs failed", broker.node_id)
+
+    def changed(*_: Any) -> None:
+        link._queue(("call", reload, concurrent.futures.Future()))
+
+    for entity in (DEFAULT_ENTITY, str(broker.node_id)):
+        link.zk.zk.DataWatch(f"{CONFIG_BROKERS}/{entity}", changed)  # also fires once now
 
 
 class ZkBroker:
@@ -589,6 +626,14 @@ class ZkBroker:
             raise UnknownTopicError(f"unknown topic {name!r}")
         self.zk.mark_for_deletion(name)
         self._wait_for(lambda: not self.metadata.has_topic(name), timeout)
+
+    def set_defaults(self, defaults: Mapping[str, Any]) -> None:
+        """New log defaults of this broker (a dynamic broker config changed): every topic is
+        read again and its logs take the new config (the worker thread does it)."""
+        LogConfig.from_dict({}, defaults=defaults)  # fail before changing anything
+        self.defaults = dict(defaults)
+        for name in self.metadata.topic_names():
+            self._queue(("topic", name))
 
     def set_topic_overrides(self, name: str, config: Mapping[str, Any]) -> LogConfig:
         """Make ``config`` the topic's overrides (in ``/config/topics``); every broker applies it."""

@@ -10,6 +10,14 @@
 - :mod:`~logstore.coordinator.persistence`: the groups by id and their
   ``__consumer_offsets`` records: what is written, and loading it back;
 - :mod:`~logstore.coordinator.group`: a group's members and state machine;
+- :mod:`~logstore.coordinator.consumer_membership`,
+  :mod:`~logstore.coordinator.consumer_group`,
+  :mod:`~logstore.coordinator.consumer_records`,
+  :mod:`~logstore.coordinator.assignors`: the consumer group protocol (KIP-848):
+  heartbeats, the group/assignment/member epochs and reconciliation, its
+  ``__consumer_offsets`` records, the server-side assignors;
+- :mod:`~logstore.coordinator.group_configs`: the groups' dynamic configs
+  (the GROUP config resource);
 - :mod:`~logstore.coordinator.schemas`: the ``__consumer_offsets`` records in
   Kafka's byte layouts;
 - :mod:`~logstore.coordinator.clock` and :mod:`~logstore.coordinator.config`:
@@ -21,6 +29,8 @@ never on :mod:`logstore.broker`, which wires it to the Kafka APIs.
 
 from logstore.coordinator.clock import Clock, LoopClock, ManualClock, TimerHandle
 from logstore.coordinator.config import CoordinatorConfig
+from logstore.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
+from logstore.coordinator.consumer_membership import HeartbeatRequest, HeartbeatResult
 from logstore.coordinator.coordinator import (
     GroupCoordinator,
     GroupDescription,
@@ -47,6 +57,9 @@ from logstore.coordinator.persistence import WriteError, Writer, partition_for
 
 __all__ = [
     "Clock",
+    "ConsumerGroup",
+    "ConsumerGroupMember",
+    "ConsumerGroupState",
     "CoordinatorConfig",
     "DeleteOffsetsResult",
     "FetchOffsetsResult",
@@ -56,6 +69,8 @@ __all__ = [
     "GroupMetadata",
     "GroupOverview",
     "GroupState",
+    "HeartbeatRequest",
+    "HeartbeatResult",
     "InvalidTransitionError",
     "JoinMember",
     "JoinResult",

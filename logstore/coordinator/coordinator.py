@@ -1,11 +1,11 @@
-"""The group coordinator: Kafka's classic consumer-group protocol, minus the wire.
+"""The group coordinator: Kafka's classic and consumer (KIP-848) group protocols, minus the wire.
 
 :class:`GroupCoordinator` answers JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
-DeleteGroups and OffsetDelete with plain results; the broker turns requests
-into calls and results into responses. It follows Kafka's classic
-``GroupCoordinator``, and is a facade over three parts that share the
-groups:
+LeaveGroup, ConsumerGroupHeartbeat, ConsumerGroupDescribe, OffsetCommit,
+OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete with
+plain results; the broker turns requests into calls and results into
+responses. It follows Kafka's ``GroupCoordinator``, and is a facade over the
+parts that share the groups:
 
 - :class:`~logstore.coordinator.membership.MembershipManager`: joins,
   syncs, heartbeats, leaves, rebalances and sessions (the group state
@@ -14,7 +14,18 @@ groups:
   deletes and expiry of offsets;
 - :class:`~logstore.coordinator.persistence.GroupMetadataManager`: the groups
   by id, and their ``__consumer_offsets`` records (written through
-  ``writer``; :meth:`GroupCoordinator.load` rebuilds the state from them).
+  ``writer``; :meth:`GroupCoordinator.load` rebuilds the state from them);
+- :class:`~logstore.coordinator.consumer_membership.ConsumerGroupManager`: the
+  consumer-protocol groups (KIP-848), their heartbeats, records and offsets.
+
+A group id names a classic group or a consumer group, never both, as in
+Kafka: a ConsumerGroupHeartbeat joining an Empty classic group converts it,
+and a JoinGroup to an Empty consumer group converts that back (the offsets
+stay with the id); a non-empty group of the other kind answers
+GROUP_ID_NOT_FOUND (ConsumerGroupHeartbeat), INCONSISTENT_GROUP_PROTOCOL
+(JoinGroup) or UNKNOWN_MEMBER_ID (SyncGroup, Heartbeat, LeaveGroup: a
+consumer group has no classic members here; Kafka's mixed groups of classic
+and consumer members are not implemented).
 
 Time comes from a :class:`~logstore.coordinator.clock.Clock`:
 :class:`~logstore.coordinator.clock.LoopClock` on the running asyncio loop,
@@ -32,7 +43,7 @@ coordinator's *groups*; a member's protocols count as O(1).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -40,6 +51,19 @@ from kio.schema.errors import ErrorCode
 
 from logstore.coordinator.clock import Clock, LoopClock, ManualClock, TimerHandle
 from logstore.coordinator.config import INT_MAX, CoordinatorConfig
+from logstore.coordinator.consumer_group import ConsumerGroup
+from logstore.coordinator.consumer_membership import (
+    ConsumerGroupManager,
+    DescribedConsumerGroup,
+    HeartbeatRequest,
+    HeartbeatResult,
+    TopicCatalog,
+)
+from logstore.coordinator.consumer_records import (
+    ConsumerRecord,
+    consumer_record_type,
+    decode_consumer_record,
+)
 from logstore.coordinator.group import (
     GroupMetadata,
     GroupState,
@@ -48,6 +72,7 @@ from logstore.coordinator.group import (
     SyncResult,
     TopicPartition,
 )
+from logstore.coordinator.group_configs import GroupConfigs
 from logstore.coordinator.membership import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     LeaveMemberResult,
@@ -71,7 +96,7 @@ from logstore.coordinator.persistence import (
     Writer,
     partition_for,
 )
-from logstore.coordinator.schemas import Record
+from logstore.coordinator.schemas import OffsetCommitValue, OffsetsSchemaError, Record
 
 _T = TypeVar("_T")
 
@@ -88,6 +113,8 @@ __all__ = [
     "GroupCoordinator",
     "GroupDescription",
     "GroupOverview",
+    "HeartbeatRequest",
+    "HeartbeatResult",
     "LeaveMemberResult",
     "LeaveResult",
     "LoopClock",
@@ -124,11 +151,18 @@ class GroupDescription:
     members: tuple[MemberDescription, ...] = ()
 
 
+CLASSIC = "classic"
+CONSUMER = "consumer"
+
+
 @dataclass(frozen=True)
 class GroupOverview:
+    """A group as ListGroups shows it; ``group_type`` is "classic" or "consumer" (KIP-848)."""
+
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = CLASSIC
 
 
 class GroupCoordinator:
@@ -151,12 +185,20 @@ class GroupCoordinator:
         *,
         clock: Clock | None = None,
         writer: Writer | None = None,
+        catalog: TopicCatalog | None = None,
+        group_configs: GroupConfigs | None = None,
     ) -> None:
+        """``catalog``: the topics consumer groups are assigned from (none by default);
+        ``group_configs``: the groups' dynamic configs (in memory by default)."""
         self.config = config or CoordinatorConfig()
         self.clock: Clock = clock or LoopClock()
+        self.group_configs = group_configs or GroupConfigs(self.config)
         self._groups = GroupMetadataManager(self.config, self.clock, writer)
         self._membership = MembershipManager(self.config, self.clock, self._groups)
         self._offsets = OffsetsManager(self.config, self.clock, self._groups, self._membership)
+        self._consumer = ConsumerGroupManager(
+            self.config, self.clock, self._groups, self._membership, catalog, self.group_configs
+        )
         # The __consumer_offsets partitions whose groups this coordinator serves; None: all of them
         # (a broker alone). In a cluster, those this broker leads (take_partition/release_partition).
         self._owned: set[int] | None = None
@@ -166,6 +208,7 @@ class GroupCoordinator:
     def start(self) -> None:
         """Expire offsets every ``offsets.retention.check.interval.ms`` from now on. O(1)."""
         self._offsets.start()
+        self._consumer.start()
 
     def close(self) -> None:
         """Stop all timers; parked joins and syncs answer NOT_COORDINATOR; forget every group.
@@ -173,6 +216,7 @@ class GroupCoordinator:
         O(groups + their members).
         """
         self._offsets.close()
+        self._consumer.close()
         for group in list(self._groups):
             self._membership.unload(group)
         self._groups.clear()
@@ -206,6 +250,8 @@ class GroupCoordinator:
         for group in [g for g in self._groups if self.partition_for(g.group_id) == partition]:
             self._membership.unload(group)
             self._groups.discard(group)
+        for consumer_group in [g for g in self._consumer if self.partition_for(g.group_id) == partition]:
+            self._consumer.unload(consumer_group)
 
     def _refused(self, value: _T) -> asyncio.Future[_T]:
         future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
@@ -217,8 +263,36 @@ class GroupCoordinator:
         return self._groups.partition_for(group_id)
 
     def group(self, group_id: str) -> GroupMetadata | None:
-        """The group's live state (for inspection; do not mutate). O(1)."""
+        """The classic group's live state (for inspection; do not mutate). O(1)."""
         return self._groups.get(group_id)
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group's live state (for inspection; do not mutate). O(1)."""
+        return self._consumer.get(group_id)
+
+    def group_type(self, group_id: str) -> str | None:
+        """"classic", "consumer", or None for a group this coordinator does not know. O(1)."""
+        if group_id in self._consumer:
+            return CONSUMER
+        group = self._groups.get(group_id)
+        return CLASSIC if group is not None and not group.is_in(GroupState.DEAD) else None
+
+    # -- the consumer group protocol (KIP-848) ----------------------------------------
+
+    def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat: see :meth:`ConsumerGroupManager.heartbeat`.
+
+        O(members + partitions + topics of the group), plus the assignor when its epoch moves.
+        """
+        if not self.owns(request.group_id):
+            return HeartbeatResult(ErrorCode.not_coordinator, "This is not the correct coordinator.")
+        return self._consumer.heartbeat(request)
+
+    def consumer_group_describe(self, group_id: str) -> DescribedConsumerGroup:
+        """ConsumerGroupDescribe of one group: see :meth:`ConsumerGroupManager.describe`. O(members)."""
+        if not self.owns(group_id):
+            return DescribedConsumerGroup(group_id, ErrorCode.not_coordinator)
+        return self._consumer.describe(group_id)
 
     # -- membership ----------------------------------------------------------
 
@@ -237,9 +311,22 @@ class GroupCoordinator:
         *,
         supports_skip_assignment: bool = False,
     ) -> asyncio.Future[JoinResult]:
-        """JoinGroup: see :meth:`MembershipManager.join_group`. O(members)."""
+        """JoinGroup: see :meth:`MembershipManager.join_group`. O(members).
+
+        A non-empty consumer group of that id answers INCONSISTENT_GROUP_PROTOCOL; an Empty one
+        becomes a classic group (its records deleted, its offsets kept).
+        """
         if not self.owns(group_id):
             return self._refused(JoinResult.failed(member_id, ErrorCode.not_coordinator))
+        consumer_group = self._consumer.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                return self._refused(JoinResult.failed("", ErrorCode.inconsistent_group_protocol))
+            error = self._consumer.delete_for_classic_join(consumer_group)
+            if error != ErrorCode.none:
+                return self._refused(JoinResult.failed(member_id, error))
+            if consumer_group.offsets:
+                self._groups.create(group_id).offsets.update(consumer_group.offsets)
         return self._membership.join_group(
             group_id,
             member_id,
@@ -268,6 +355,8 @@ class GroupCoordinator:
         """SyncGroup: see :meth:`MembershipManager.sync_group`. O(assignments); completing O(members)."""
         if not self.owns(group_id):
             return self._refused(SyncResult(ErrorCode.not_coordinator))
+        if group_id in self._consumer:  # a consumer group has no classic members
+            return self._refused(SyncResult(ErrorCode.unknown_member_id))
         return self._membership.sync_group(
             group_id,
             generation_id,
@@ -284,12 +373,18 @@ class GroupCoordinator:
         """Heartbeat: see :meth:`MembershipManager.heartbeat`. O(1)."""
         if not self.owns(group_id):
             return ErrorCode.not_coordinator
+        if group_id in self._consumer:
+            return ErrorCode.unknown_member_id
         return self._membership.heartbeat(group_id, generation_id, member_id, group_instance_id)
 
     def leave_group(self, group_id: str, members: Sequence[tuple[str, str | None]]) -> LeaveResult:
         """LeaveGroup: see :meth:`MembershipManager.leave_group`. O(leaving members × members) at worst."""
         if not self.owns(group_id):
             return LeaveResult(ErrorCode.not_coordinator)
+        if group_id in self._consumer:
+            return LeaveResult(
+                ErrorCode.none, tuple(LeaveMemberResult(m, i, ErrorCode.unknown_member_id) for m, i in members)
+            )
         return self._membership.leave_group(group_id, members)
 
     # -- offsets ---------------------------------------------------------------
@@ -305,7 +400,16 @@ class GroupCoordinator:
         """OffsetCommit, written at once: see :meth:`OffsetsManager.commit_offsets`. O(partitions)."""
         if not self.owns(group_id):
             return dict.fromkeys(offsets, ErrorCode.not_coordinator)
-        return self._offsets.commit_offsets(group_id, generation_id, member_id, offsets, group_instance_id)
+        consumer_group = self._consumer.get(group_id)
+        if consumer_group is None:
+            return self._offsets.commit_offsets(group_id, generation_id, member_id, offsets, group_instance_id)
+        prepared = self._consumer.prepare_commit(consumer_group, member_id, generation_id, offsets, 9)
+        if not prepared.records:
+            return prepared.answers(ErrorCode.none)
+        error = self._groups.write(group_id, prepared.records)
+        if error == ErrorCode.none:
+            prepared.apply()
+        return prepared.answers(error)
 
     def prepare_commit(
         self,
@@ -314,34 +418,63 @@ class GroupCoordinator:
         member_id: str,
         offsets: Mapping[TopicPartition, OffsetCommit],
         group_instance_id: str | None = None,
+        api_version: int | None = None,
     ) -> PreparedCommit:
-        """OffsetCommit, for the caller to write: see :meth:`OffsetsManager.prepare_commit`. O(partitions)."""
+        """OffsetCommit, for the caller to write: see :meth:`OffsetsManager.prepare_commit`
+        (classic groups) and :meth:`ConsumerGroupManager.prepare_commit` (consumer groups, whose
+        members commit with their member epoch in ``generation_id``). O(partitions).
+
+        From ``api_version`` 9 a commit with a generation or epoch to a group that does not exist
+        answers GROUP_ID_NOT_FOUND (Kafka's answer for both protocols); before, ILLEGAL_GENERATION.
+        """
         if not self.owns(group_id):
             return PreparedCommit(dict.fromkeys(offsets, ErrorCode.not_coordinator))
+        consumer_group = self._consumer.get(group_id)
+        if consumer_group is not None:
+            version = 9 if api_version is None else api_version
+            return self._consumer.prepare_commit(consumer_group, member_id, generation_id, offsets, version)
+        if api_version is not None and api_version >= 9 and generation_id >= 0 and self.group_type(group_id) is None:
+            return PreparedCommit(dict.fromkeys(offsets, ErrorCode.group_id_not_found))
         return self._offsets.prepare_commit(group_id, generation_id, member_id, offsets, group_instance_id)
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> FetchOffsetsResult:
-        """OffsetFetch: see :meth:`OffsetsManager.fetch_offsets`. O(partitions), or O(offsets) for all."""
+        """OffsetFetch: see :meth:`OffsetsManager.fetch_offsets` and, for a consumer group (whose
+        members name themselves and their epoch from v9), :meth:`ConsumerGroupManager.fetch_offsets`.
+        O(partitions), or O(offsets) for all."""
         if not self.owns(group_id):
             return FetchOffsetsResult(ErrorCode.not_coordinator)
+        consumer_group = self._consumer.get(group_id)
+        if consumer_group is not None:
+            return self._consumer.fetch_offsets(consumer_group, partitions, member_id, member_epoch)
         return self._offsets.fetch_offsets(group_id, partitions)
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> DeleteOffsetsResult:
-        """OffsetDelete: see :meth:`OffsetsManager.delete_offsets`. O(partitions)."""
+        """OffsetDelete: see :meth:`OffsetsManager.delete_offsets` and
+        :meth:`ConsumerGroupManager.delete_offsets`. O(partitions)."""
         if not self.owns(group_id):
             return DeleteOffsetsResult(ErrorCode.not_coordinator)
+        consumer_group = self._consumer.get(group_id)
+        if consumer_group is not None:
+            return self._consumer.delete_offsets(consumer_group, partitions)
         return self._offsets.delete_offsets(group_id, partitions)
 
     def expire_offsets(self, now_ms: int | None = None) -> int:
-        """Expire offsets now: see :meth:`OffsetsManager.expire_offsets`. O(groups + offsets of all groups)."""
-        return self._offsets.expire_offsets(now_ms)
+        """Expire offsets now: see :meth:`OffsetsManager.expire_offsets` and
+        :meth:`ConsumerGroupManager.expire_offsets`. O(groups + offsets of all groups)."""
+        return self._offsets.expire_offsets(now_ms) + self._consumer.expire_offsets(now_ms)
 
     # -- groups ------------------------------------------------------------------
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        """DescribeGroups for one group; an unknown group reads as Dead with no members. O(members)."""
+        """DescribeGroups for one group; an unknown group (or a consumer group: not a classic one)
+        reads as Dead with no members. O(members)."""
         if not self.owns(group_id):
             return GroupDescription(ErrorCode.not_coordinator, group_id, "", "", "")
         group = self._groups.get(group_id)
@@ -364,14 +497,26 @@ class GroupCoordinator:
             ErrorCode.none, group_id, str(group.state), group.protocol_type or "", protocol, members
         )
 
-    def list_groups(self, states: Iterable[str] | None = None) -> list[GroupOverview]:
-        """Every group, or those in ``states`` (matched case-insensitively). O(groups)."""
-        wanted = {state.lower() for state in states} if states else None
-        return [
-            GroupOverview(group.group_id, group.protocol_type or "", str(group.state))
-            for group in self._groups
-            if wanted is None or str(group.state).lower() in wanted
-        ]
+    def list_groups(
+        self, states: Iterable[str] | None = None, types: Iterable[str] | None = None
+    ) -> list[GroupOverview]:
+        """Every group, or those in ``states`` and of ``types`` ("classic", "consumer"; both
+        matched case-insensitively; an unknown type matches nothing, as Kafka). O(groups)."""
+        wanted = {state.strip().lower() for state in states} if states else None
+        kinds = {kind.strip().lower() for kind in types} if types else {CLASSIC, CONSUMER}
+        overviews = []
+        if CLASSIC in kinds:
+            overviews += [
+                GroupOverview(group.group_id, group.protocol_type or "", str(group.state))
+                for group in self._groups
+                if wanted is None or str(group.state).lower() in wanted
+            ]
+        if CONSUMER in kinds:
+            overviews += [
+                GroupOverview(group.group_id, CONSUMER, str(group.state), CONSUMER)
+                for group in self._consumer.in_states(wanted)
+            ]
+        return overviews
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         """Delete Empty groups with their offsets; NON_EMPTY_GROUP or GROUP_ID_NOT_FOUND otherwise.
@@ -381,8 +526,11 @@ class GroupCoordinator:
         errors: dict[str, ErrorCode] = {}
         for group_id in group_ids:
             group = self._groups.get(group_id)
+            consumer_group = self._consumer.get(group_id)
             if not self.owns(group_id):
                 errors[group_id] = ErrorCode.not_coordinator
+            elif consumer_group is not None:
+                errors[group_id] = self._consumer.delete_group(consumer_group)
             elif group is None or group.is_in(GroupState.DEAD):
                 errors[group_id] = ErrorCode.group_id_not_found
             elif group.is_in(GroupState.EMPTY):
@@ -405,7 +553,49 @@ class GroupCoordinator:
         metadata record belong to an Empty group with no protocol type. Keys
         of other record types are skipped. A loaded group replaces a group
         of the same id. A record that does not decode raises OffsetsSchemaError, or is handed
-        to ``on_unreadable`` and skipped.
+        to ``on_unreadable`` and skipped. Consumer group records (key types 3-8) rebuild the
+        consumer groups (:meth:`ConsumerGroupManager.load`); their offsets move to them.
         """
-        self._groups.load(records, on_loaded=self._membership.on_loaded, on_unloaded=self._membership.unload,
+        consumer_records: list[ConsumerRecord] = []
+
+        def classic_only() -> Iterator[Record]:
+            for key, value in records:
+                if consumer_record_type(key) is None:
+                    yield key, value
+                    continue
+                try:
+                    record = decode_consumer_record(key, value)
+                except OffsetsSchemaError as e:
+                    if on_unreadable is None:
+                        raise
+                    on_unreadable(bytes(key), e)
+                    continue
+                if record is not None:
+                    consumer_records.append(record)
+
+        self._groups.load(classic_only(), on_loaded=self._membership.on_loaded, on_unloaded=self._membership.unload,
                           on_unreadable=on_unreadable)  # fmt: skip
+        for consumer_group in self._consumer.load(consumer_records):
+            classic = self._groups.get(consumer_group.group_id)
+            if classic is None:
+                continue
+            if classic.members or classic.protocol_type is not None:
+                # Both kinds under one id: the classic group's records came last; it wins.
+                self._consumer.unload(consumer_group)
+                continue
+            consumer_group.offsets.update(classic.offsets)  # offsets-only: they are the consumer group's
+            self._membership.unload(classic)
+
+    # -- transactional offset commits (txn_offsets.py) -----------------------------------
+
+    def apply_committed_offsets(self, group_id: str, values: Mapping[TopicPartition, OffsetCommitValue]) -> None:
+        """Offsets a transaction committed (its COMMIT marker is written): they become the group's,
+        creating an Empty group if there is none. No write: the records are in the log. O(partitions)."""
+        if not self.owns(group_id):
+            return
+        consumer_group = self._consumer.get(group_id)  # a consumer group (KIP-848) keeps its own offsets
+        if consumer_group is not None:
+            consumer_group.offsets.update(values)
+            return
+        group = self._groups.get(group_id) or self._groups.create(group_id)
+        PreparedCommit({}, None, group, dict(values)).apply()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,8 +23,11 @@ from logstore.records.record import Record
 HEADER_SIZE = lib.LS_BATCH_HEADER_SIZE
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _ATTR_LOG_APPEND_TIME = 0x08
-_ATTR_TRANSACTIONAL = 0x10
-_ATTR_CONTROL = 0x20
+_ATTR_TRANSACTIONAL = ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = ATTR_CONTROL = 0x20
+CONTROL_ABORT = 0  # a control record's type (its key: version int16, type int16)
+CONTROL_COMMIT = 1
+CONTROL_NONE = -1  # producer_batches' control type of a batch that is not a control batch
 
 
 class Columns:
@@ -360,17 +363,30 @@ def parse_batches(buf: Any, *, allow_partial: bool = False) -> Iterator[RecordBa
         raise_for(state.stop, f"record batch at byte {state.bytes_valid}")
 
 
-def producer_batches(view: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The idempotent-producer fields of every batch in ``view`` with a producer id, in C.
+class ProducerBatches(NamedTuple):
+    """The producer fields of a run of batches, one row per batch with a producer id (numpy arrays)."""
 
-    Returns arrays (producer id, epoch, base sequence, last offset delta,
-    base offset), one row per such batch in log order. The arrays are sized
-    by a header-only count of the batches first, not by the worst case of
-    one batch per 61 bytes.
+    producer_ids: np.ndarray  # int64
+    epochs: np.ndarray  # int16
+    base_sequences: np.ndarray  # int32
+    last_offset_deltas: np.ndarray  # int32
+    base_offsets: np.ndarray  # int64
+    attributes: np.ndarray  # int16: bits ATTR_TRANSACTIONAL, ATTR_CONTROL, ...
+    control_types: np.ndarray  # int16: CONTROL_ABORT, CONTROL_COMMIT, or -1 (not a control batch)
+
+
+def producer_batches(view: Any) -> ProducerBatches:
+    """The producer fields of every batch in ``view`` with a producer id, in C.
+
+    Per batch: producer id, epoch, base sequence, last offset delta, base
+    offset, attributes and, for a control batch, its marker type (read from
+    its one record's key). The arrays are sized by a header-only count of the
+    batches first, not by the worst case of one batch per 61 bytes.
     """
     cap = int(scan(view, 0).batch_count) if len(view) else 0
     ids, epochs = np.empty(cap, np.int64), np.empty(cap, np.int16)
     sequences, deltas, bases = np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.int64)
+    attributes, controls = np.empty(cap, np.int16), np.empty(cap, np.int16)
     count = ffi.new("int64_t *")
     rc = lib.ls_producer_batches(
         ffi.from_buffer(view),
@@ -381,9 +397,13 @@ def producer_batches(view: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
         ffi.from_buffer("int32_t[]", sequences),
         ffi.from_buffer("int32_t[]", deltas),
         ffi.from_buffer("int64_t[]", bases),
+        ffi.from_buffer("int16_t[]", attributes),
+        ffi.from_buffer("int16_t[]", controls),
         count,
     )
     if rc != 0:
         raise_for(rc, "reading producer fields of record batches")
     n = int(count[0])
-    return ids[:n], epochs[:n], sequences[:n], deltas[:n], bases[:n]
+    return ProducerBatches(
+        ids[:n], epochs[:n], sequences[:n], deltas[:n], bases[:n], attributes[:n], controls[:n]
+    )

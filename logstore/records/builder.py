@@ -8,6 +8,7 @@ headers and timestamps into the same flat buffers.
 
 from __future__ import annotations
 
+import struct
 import time
 from array import array
 from collections.abc import Iterable, Sequence
@@ -317,3 +318,27 @@ def _seal(
         "sealing the batch",
     )
     return ffi.buffer(out, size)[:]
+
+
+_CONTROL_KEY = struct.Struct(">hh")  # Kafka's ControlRecordType key: version 0, type
+_MARKER_VALUE = struct.Struct(">hi")  # EndTransactionMarker: version 0, coordinator epoch
+
+
+def build_control_batch(
+    commit: bool, producer_id: int, producer_epoch: int, coordinator_epoch: int, timestamp: int | None = None
+) -> bytes:
+    """A transaction marker (KIP-98): one control record, COMMIT or ABORT, as Kafka writes it.
+
+    The batch is transactional and control (attributes 0x30) with no base
+    sequence; its record's key is (version 0, type 1 COMMIT or 0 ABORT) and its
+    value (version 0, ``coordinator_epoch``).
+    """
+    key = _CONTROL_KEY.pack(0, 1 if commit else 0)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    now = int(time.time() * 1000) if timestamp is None else timestamp
+    _check_fields(0, now, producer_id, producer_epoch, -1, -1)
+    batch = encode_plain(
+        [(key, value)], 0, now, producer_id, producer_epoch, -1, -1, _ATTR_TRANSACTIONAL | _ATTR_CONTROL
+    )
+    assert batch is not None
+    return bytes(batch)

@@ -409,9 +409,9 @@ def producer_last_offsets(views: Sequence[memoryview]) -> dict[int, int]:
     for view in views:
         if not len(view):
             continue
-        pids, _, _, deltas, bases = producer_batches(view)
-        ids.append(pids)
-        lasts.append(bases + deltas)
+        fields = producer_batches(view)
+        ids.append(fields.producer_ids)
+        lasts.append(fields.base_offsets + fields.last_offset_deltas)
     if not ids:
         return {}
     # The last occurrence of each id: the first one in reverse order.

@@ -130,13 +130,28 @@ class _SparseIndex:
         ends at the first all-zero entry: an offset index never has position
         0 (the first batch gets no entry), and a time index entry (0, +0)
         missed there only costs a lookup a longer scan.
+
+        Entries are written in order into a zero-filled file, so the live
+        ones are a prefix: a binary search finds the first all-zero entry in
+        O(log n) entries read (a scan of the whole preallocated file cost
+        ~30 ms per index, seconds for a broker restarted after kill -9 with
+        a hundred partitions). A hole a power loss may leave inside the
+        prefix only points lookups earlier, which scan forward from there.
         """
         assert self._map is not None
         if exact_length or not self.writable or length < self.max_index_size or len(self._map) == 0:
             return min(length // self.DTYPE.itemsize, len(self._map))
         raw = self._map.view(np.uint8).reshape(len(self._map), self.DTYPE.itemsize)
-        empty = np.flatnonzero(~raw.any(axis=1))
-        return int(empty[0]) if len(empty) else len(self._map)
+        low, high = 0, len(self._map)  # invariant: entries below low are live, from high on empty
+        for _ in range(64):  # log2 of any entry count
+            if low >= high:
+                break
+            middle = (low + high) // 2
+            if raw[middle].any():
+                low = middle + 1
+            else:
+                high = middle
+        return low
 
     def _check_open(self) -> np.ndarray:
         if self._closed or self._map is None:

@@ -31,7 +31,7 @@ from sortedcontainers import SortedDict
 
 from logstore.storage.segment import LogSegment
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)(\.swap|\.cleaned|\.deleted)?$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)(\.swap|\.cleaned|\.deleted)?$")
 
 Progress = Callable[[int, int], None]
 
@@ -108,7 +108,7 @@ class LogLoader:
         swap_end = self._swap_next_offset(stem + ".log.swap", base)
         for other in self._segment_bases():
             if base <= other < swap_end:
-                for kind in (".log", ".index", ".timeindex"):
+                for kind in (".log", ".index", ".timeindex", ".txnindex"):
                     path = os.path.join(self.path, f"{other:020d}{kind}")
                     if os.path.exists(path):
                         os.unlink(path)

@@ -40,6 +40,7 @@ Invariants: segment base offsets increase; the active segment is the last;
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 from bisect import bisect_right
@@ -62,7 +63,15 @@ from logstore.errors import (
     RecordTooLargeError,
 )
 from logstore.records import Record, RecordBatch, build_batch
-from logstore.records.batch import Columns, batches_of, columns_of, scan
+from logstore.records.batch import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    Columns,
+    batches_of,
+    columns_of,
+    producer_batches,
+    scan,
+)
 from logstore.records.builder import RecordLike, has_keyless
 from logstore.storage.checkpoints import fsync_directory, read_offsets, write_offsets
 from logstore.storage.config import LogConfig
@@ -70,12 +79,17 @@ from logstore.storage.epochs import LeaderEpochFileCache
 from logstore.storage.index import IndexFullError
 from logstore.storage.loader import LogLoader
 from logstore.storage.segment import LogSegment, SegmentRead
+from logstore.storage.transactions import AbortedTxn, CompletedTxn, LogTransactions
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 # Any int32 leader epoch: a scan of a follower's batches then checks only their order.
 _ANY_EPOCH = 0x7FFFFFFF
+_ATTRIBUTES_AT = 21  # a v2 batch header's attributes (int16) and last offset delta (int32)
+_LAST_DELTA_AT = 23
+_ATTRIBUTES = struct.Struct(">h")
+_DELTA = struct.Struct(">i")
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -87,6 +101,8 @@ class AppendInfo:
 
     first_offset: int
     last_offset: int
+    # Transactions the appended control batches ended (only when the log's transactions are built).
+    completed: tuple[CompletedTxn, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,6 +199,7 @@ class Log:
         self._flush_lock = threading.Lock()
         self._closed = False
         self._high_watermark: int | None = None
+        self._transactions: LogTransactions | None = None  # built on first use (storage/transactions.py)
         self._last_flush = time.monotonic()
         os.makedirs(path, exist_ok=True)
         # Read before the load: its scans refuse batches whose epoch passes leader_epoch_max.
@@ -296,6 +313,7 @@ class Log:
                 del self.segments[segment.base_offset]
             self.segments[new.base_offset] = new
             self._refresh_active()
+            self._forget_transactions()
             return new
 
     @property
@@ -318,6 +336,60 @@ class Log:
     def size(self) -> int:
         """Bytes in all segments."""
         return sum(s.size for s in self.segments.values())
+
+    # -- transactions ----------------------------------------------------------
+
+    @property
+    def transactions(self) -> LogTransactions:
+        """The log's open and aborted transactions; built from the batch headers on first use
+        (one C walk per segment), then kept current by appends. See storage/transactions.py."""
+        found = self._transactions
+        if found is None:
+            with self._lock:
+                self._check_open()
+                if self._transactions is None:
+                    segments = [s for s in self._segment_list if not s.closed]
+                    self._transactions = LogTransactions.build(
+                        self.path,
+                        ((s.base_offset, producer_batches(s.view(0, s.valid_size()))) for s in segments),
+                    )
+                    self._transactions.forget_before(self.log_start_offset)
+                found = self._transactions
+        return found
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: where read_committed reads stop (``log_start_offset <= LSO <= HW``)."""
+        hw = self.high_watermark
+        lso = max(self.transactions.last_stable_offset(hw), self.log_start_offset)
+        assert self.log_start_offset <= lso <= hw, (self.log_start_offset, lso, hw)
+        return lso
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions with records in [fetch_offset, upper_bound) (a read_committed fetch)."""
+        return self.transactions.aborted_between(fetch_offset, upper_bound)
+
+    def _observe_transactions(self, data: bytes | bytearray | memoryview, info: AppendInfo) -> AppendInfo:
+        """Under the append lock: account for transactional and control batches just appended.
+
+        Free when the state is not built yet (the build reads them from the log). A single
+        batch is looked at through its attributes alone (one unpack)."""
+        txns = self._transactions
+        if txns is None:
+            return info
+        if (
+            len(data) >= _ATTRIBUTES_AT + 2
+            and info.first_offset == info.last_offset - _last_delta(data)
+            and not _ATTRIBUTES.unpack_from(data, _ATTRIBUTES_AT)[0] & (ATTR_TRANSACTIONAL | ATTR_CONTROL)
+        ):
+            return info
+        completed = txns.observe(producer_batches(memoryview(data)), self._active.base_offset)
+        return AppendInfo(info.first_offset, info.last_offset, tuple(completed)) if completed else info
+
+    def _forget_transactions(self) -> None:
+        """Truncation or compaction changed the batches: rebuild the state (and repair the
+        ``.txnindex`` files) on next use."""
+        self._transactions = None
 
     @property
     def latest_epoch(self) -> int:
@@ -376,7 +448,9 @@ class Log:
             raise_for(rc, "stamping LogAppendTime")
         return buf
 
-    def append_batch(self, data: bytes | bytearray | memoryview, leader_epoch: int = -1) -> AppendInfo:
+    def append_batch(
+        self, data: bytes | bytearray | memoryview, leader_epoch: int = -1, keys_checked: bool = False
+    ) -> AppendInfo:
         """Append pre-encoded v2 batches (the broker's path): validate in C, assign offsets, store.
 
         Offsets, ``leader_epoch`` (and LogAppendTime) are written into the
@@ -386,7 +460,8 @@ class Log:
         before the batches are written (Kafka's appendAsLeader). An epoch
         below the log's latest raises InvalidArgumentError: a stale leader's
         batches (or unreplicated ones, -1, in a replicated log) would break
-        the log's epoch order.
+        the log's epoch order. ``keys_checked``: the caller already refused
+        keyless records for a compacted log (the broker, which names them).
         """
         state = scan(data)
         if state.stop != 0 or state.bytes_valid != len(data) or state.batch_count == 0:
@@ -394,7 +469,7 @@ class Log:
         writable = isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
         buf = data if writable else bytearray(data)
         self._refuse_large_batches(buf)
-        if "compact" in self.config.cleanup_policy:
+        if "compact" in self.config.cleanup_policy and not keys_checked:
             self._refuse_keyless(buf)
         append_time = int(time.time() * 1000) if self.config.message_timestamp_type == "LogAppendTime" else -1
         with self._lock:
@@ -406,7 +481,7 @@ class Log:
                 raise_for(rc, "assigning offsets")
             if leader_epoch != self.epochs.latest_epoch:  # the only cost to a log without replication
                 self._begin_epoch(leader_epoch, first)
-            info = self._append_assigned(buf, first)
+            info = self._observe_transactions(buf, self._append_assigned(buf, first))
         self._after_append(info)
         return info
 
@@ -450,7 +525,7 @@ class Log:
                 for batch in batches_of(memoryview(data)):
                     if batch.partition_leader_epoch != self.epochs.latest_epoch:
                         self._begin_epoch(batch.partition_leader_epoch, batch.base_offset)
-            info = self._append_assigned(data, first)
+            info = self._observe_transactions(data, self._append_assigned(data, first))
         self._after_append(info)
         return info
 
@@ -595,13 +670,20 @@ class Log:
         """Whole batches from the one holding ``offset``, CRC-checked in C.
 
         At least one batch is returned when one exists below the limit
-        (``upto``: "high_watermark" or "log_end"). Offsets below the log
+        (``upto``: "high_watermark", "last_stable" (the LSO) or "log_end"). Offsets below the log
         start or above the log end raise OffsetOutOfRangeError.
         """
         self._check_open()
-        if upto not in ("high_watermark", "log_end"):
-            raise InvalidArgumentError(f"upto must be 'high_watermark' or 'log_end', not {upto!r}")
-        limit = self.high_watermark if upto == "high_watermark" else self.log_end_offset
+        if upto == "high_watermark":
+            limit = self.high_watermark
+        elif upto == "log_end":
+            limit = self.log_end_offset
+        elif upto == "last_stable":
+            limit = self.last_stable_offset
+        else:
+            raise InvalidArgumentError(
+                f"upto must be 'high_watermark', 'last_stable' or 'log_end', not {upto!r}"
+            )
         start = self.log_start_offset
         if offset < start or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
@@ -769,6 +851,7 @@ class Log:
         self._refresh_active()
         fsync_directory(self.path)
         self.epochs.clear()
+        self._forget_transactions()
         # Nothing is left below ``offset``: every offset of the log's state restarts there.
         self.log_start_offset = self.recovery_point = self._durable_offset = offset
         if self._high_watermark is not None:
@@ -776,6 +859,7 @@ class Log:
         return removed
 
     def _after_truncation(self) -> None:
+        self._forget_transactions()
         end = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, end)
         if self._high_watermark is not None:
@@ -859,6 +943,8 @@ class Log:
         first = self.segments.peekitem(0)[1].base_offset
         self.log_start_offset = max(self.log_start_offset, first)
         self.epochs.truncate_from_start(self.log_start_offset)
+        if self._transactions is not None:
+            self._transactions.forget_before(self.log_start_offset)
         return deleted
 
     # -- lifecycle ---------------------------------------------------------
@@ -897,3 +983,8 @@ class Log:
             f"Log({self.path!r}, segments={len(self.segments)}, start={self.log_start_offset}, "
             f"end={self.log_end_offset})"
         )
+
+
+def _last_delta(data: bytes | bytearray | memoryview) -> int:
+    """The first batch's last offset delta: data is one batch when it spans the append's offsets."""
+    return int(_DELTA.unpack_from(data, _LAST_DELTA_AT)[0])

@@ -49,6 +49,7 @@ from logstore.errors import (
 from logstore.records.batch import RecordBatch
 from logstore.records.record import Record
 from logstore.storage.index import IndexFullError, OffsetIndex, TimeIndex
+from logstore.storage.transactions import TXN_INDEX_SUFFIX
 
 SEGMENT_SIZE_MAX = 0x7FFFFFFF  # positions are u32; Kafka caps segments at Int.MaxValue
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -632,12 +633,15 @@ class LogSegment:
         return int(os.stat(self.log_path).st_mtime * 1000)
 
     def paths(self) -> list[str]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        """The segment's files; the ``.txnindex`` (storage/transactions.py) only while it exists."""
+        txn_index = self.log_path[: -len(".log" + self._suffix)] + TXN_INDEX_SUFFIX + self._suffix
+        found = [txn_index] if os.path.exists(txn_index) else []
+        return [self.log_path, self.offset_index.path, self.time_index.path, *found]
 
     def rename_suffix(self, suffix: str) -> None:
-        """Rename the three files to carry ``suffix`` (".deleted", ".swap", "")."""
+        """Rename the segment's files to carry ``suffix`` (".deleted", ".swap", "")."""
         stem = os.path.join(self.directory, segment_file_name(self.base_offset, ""))
-        for kind in (".log", ".index", ".timeindex"):
+        for kind in (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX):
             old = stem + kind + self._suffix
             if os.path.exists(old):
                 os.replace(old, stem + kind + suffix)

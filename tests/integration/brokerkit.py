@@ -123,3 +123,31 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)[topic].result(timeout)
+
+
+def read_values(bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 20) -> list[bytes]:
+    """Every value of ``topic`` from the start (assigned, no group), in partition then offset order;
+    reads on for a second past ``expected`` so that extra records would be seen."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "unused", "isolation.level": isolation,
+        "enable.auto.commit": False,
+    })  # fmt: skip
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in sorted(partitions)])
+    values: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    idle_until: float | None = None
+    try:
+        while time.monotonic() < deadline:
+            for message in consumer.consume(500, 0.2):
+                if message.error() is None:
+                    values.append((message.partition() or 0, message.offset() or 0, message.value() or b""))
+            if len(values) >= expected:
+                idle_until = idle_until or time.monotonic() + 1.0
+                if time.monotonic() > idle_until:
+                    break
+    finally:
+        consumer.close()
+    return [value for _, _, value in sorted(values)]

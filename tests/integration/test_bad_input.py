@@ -163,12 +163,12 @@ def list_offsets(version: int, topic: str, partition: int, timestamp: int = -1) 
     )
 
 
-def init_producer_id(version: int, transactional_id: str | None = None) -> Any:
+def init_producer_id(version: int, transactional_id: str | None = None, timeout_s: float = 60) -> Any:
     module = _module(22, version)
     return build(
         module.InitProducerIdRequest,
         transactional_id=transactional_id,
-        transaction_timeout=datetime.timedelta(seconds=60),
+        transaction_timeout=datetime.timedelta(seconds=timeout_s),
         producer_id=-1,
         producer_epoch=-1,
     )
@@ -509,8 +509,14 @@ def test_odd_but_decodable_requests_get_error_responses(broker: BrokerProcess) -
         assert produce_error(0, batch + batch) == ErrorCode.invalid_record
         assert produce_error(0, batch) == ErrorCode.none
 
+        response = conn.call(init_producer_id(4, transactional_id="tx", timeout_s=0))
+        assert response.error_code == ErrorCode.invalid_transaction_timeout
+        response = conn.call(init_producer_id(4, transactional_id="tx", timeout_s=3600))  # > 15 min
+        assert response.error_code == ErrorCode.invalid_transaction_timeout
+        response = conn.call(init_producer_id(4, transactional_id=""))
+        assert response.error_code == ErrorCode.invalid_request
         response = conn.call(init_producer_id(4, transactional_id="tx"))
-        assert response.error_code == ErrorCode.transactional_id_authorization_failed
+        assert (response.error_code, response.producer_epoch) == (ErrorCode.none, 0)
         response = conn.call(
             api_versions(3).__class__(client_software_name="-bad-", client_software_version="1")
         )

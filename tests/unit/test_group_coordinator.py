@@ -699,7 +699,8 @@ async def test_load_restores_groups_and_offsets_from_records() -> None:
     env.coordinator.commit_offsets("gone", -1, "", {("t", 0): (1, 0, "")})
     env.coordinator.delete_groups(["gone"])
     env.coordinator.commit_offsets("solo", -1, "", {("t", 0): (4, 0, "")})
-    records = [*env.records, (OffsetCommitKey("g", "t", 1).encode(), None), (b"\x00\x03\x00\x01x", b"?")]
+    # A key of a record type this coordinator does not read (16: Kafka's regex resolution) is skipped.
+    records = [*env.records, (OffsetCommitKey("g", "t", 1).encode(), None), (b"\x00\x10\x00\x01x", b"?")]
 
     fresh = Env()
     fresh.coordinator.load(records)

@@ -63,11 +63,21 @@ _MODULES = (
     "list_groups",
     "delete_groups",
     "offset_delete",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
     "offset_for_leader_epoch",
     "alter_partition",
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
+    "txn_offset_commit",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
 )
 
 

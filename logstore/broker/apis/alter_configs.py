@@ -5,15 +5,18 @@ out returns to its default (Kafka's semantics for this API; clients that
 want to change one key use IncrementalAlterConfigs). The new set is checked
 whole (an unknown key or bad value is INVALID_CONFIG with the reason, a null
 value INVALID_CONFIG as in Kafka), then persisted through the Store, so it
-survives a restart; ``validate_only`` checks and changes nothing. An unknown
-topic is UNKNOWN_TOPIC_OR_PARTITION.
+survives a restart; ``validate_only`` checks and changes nothing. The legacy
+keys Kafka 3.x accepts and ignores (``message.format.version``,
+``message.downconversion.enable``; legacy_topic_configs.py) are checked and
+kept beside them. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
 
-This broker has no dynamic broker configs: a BROKER resource (our node id,
-or "" for the cluster default) with any key is INVALID_REQUEST, "Cannot
-update these configs dynamically" (Kafka's answer for a static key); with no
-keys there is nothing to change and it succeeds. Another broker id is
-INVALID_REQUEST, as is any other resource type, and a resource named twice
-in one request ("Duplicate resource.").
+For a BROKER (our node id, or "" for the cluster-wide default) the given keys
+become that dynamic set (dynamic_config.py; null values are dropped, as Kafka
+drops them): keys Kafka lets change at runtime are stored, persisted and
+applied, a static key is INVALID_REQUEST "Cannot update these configs
+dynamically: Set(...)" (Kafka's KRaft answer), as is a bad value. Another
+broker id is INVALID_REQUEST, as is any other resource type, and a resource
+named twice in one request ("Duplicate resource.").
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from logstore.broker.apis.describe_configs import (
     broker_resource_error,
     topic_resource_error,
 )
+from logstore.broker.dynamic_config import alter_broker_config
+from logstore.broker.legacy_topic_configs import checked, split
 from logstore.broker.server import Broker, RequestContext
 from logstore.errors import InvalidConfigError, LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
@@ -52,12 +57,16 @@ def null_values_error(keys: list[str]) -> Outcome:
 def set_topic_overrides(
     broker: Broker, name: str, overrides: Mapping[str, Any], validate_only: bool
 ) -> Outcome:
-    """Check ``overrides`` as the topic's whole set, and install it unless ``validate_only``."""
+    """Check ``overrides`` as the topic's whole set (legacy keys included), and install it
+    unless ``validate_only``: the Store's keys through the controller, the legacy ones beside."""
+    regular, legacy = split(overrides)
     try:
+        legacy = checked(legacy, "" if validate_only else name)
         if validate_only:
-            broker.metadata.topic_config(name).with_overrides_replaced(overrides)
-        else:
-            broker.controller.set_topic_overrides(name, overrides)
+            broker.metadata.topic_config(name).with_overrides_replaced(regular)
+            return ErrorCode.none, None
+        broker.controller.set_topic_overrides(name, regular)
+        set_legacy(broker, name, legacy)
     except InvalidConfigError as e:
         return ErrorCode.invalid_config, str(e)
     except (LogstoreError, OSError) as e:
@@ -65,16 +74,30 @@ def set_topic_overrides(
     return ErrorCode.none, None
 
 
-def broker_change_error(broker: Broker, name: str, keys: list[str]) -> Outcome:
-    """Why a change to a BROKER resource is refused (NONE when it changes nothing)."""
+def set_legacy(broker: Broker, name: str, legacy: Mapping[str, str]) -> None:
+    """Make ``legacy`` the legacy keys of topic ``name`` (persisted by topic ID)."""
+    metadata = broker.metadata
+    live = {metadata.topic_id(topic) for topic in metadata.topic_names()}
+    broker.legacy_topic_configs.set(metadata.topic_id(name), name, legacy, live)
+
+
+def legacy_of(broker: Broker, name: str) -> dict[str, str]:
+    """The legacy keys topic ``name`` sets."""
+    return broker.legacy_topic_configs.get(broker.metadata.topic_id(name))
+
+
+def alter_broker(broker: Broker, name: str, props: Mapping[str, str], validate_only: bool) -> Outcome:
+    """Make ``props`` the dynamic set of BROKER resource ``name``: NONE, or why not."""
     error, message = broker_resource_error(broker, name)
-    if error != ErrorCode.none or not keys:
+    if error != ErrorCode.none:
         return error, message
-    return (
-        ErrorCode.invalid_request,
-        f"Cannot update these configs dynamically: {sorted(set(keys))} "
-        "(this broker has no dynamic configs: set them in server.properties and restart)",
-    )
+    try:
+        alter_broker_config(broker, name, props, validate_only)
+    except InvalidConfigError as e:
+        return ErrorCode.invalid_request, str(e)
+    except (LogstoreError, OSError) as e:
+        return error_for(e), str(e)
+    return ErrorCode.none, None
 
 
 def unsupported_type(resource_type: int) -> Outcome:
@@ -85,7 +108,12 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
     broker = ctx.broker
     name = resource.resource_name
     if resource.resource_type == BROKER:
-        return broker_change_error(broker, name, [config.name for config in resource.configs])
+        props = {config.name: config.value for config in resource.configs if config.value is not None}
+        return alter_broker(broker, name, props, validate_only)
+    if resource.resource_type == 32:  # GROUP (KIP-848): logstore/broker/group_config_resources.py
+        from logstore.broker.group_config_resources import alter_group_resource
+
+        return alter_group_resource(broker, name, resource.configs, validate_only)
     if resource.resource_type != TOPIC:
         return unsupported_type(resource.resource_type)
     error, message = topic_resource_error(broker, name)

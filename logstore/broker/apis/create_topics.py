@@ -15,7 +15,10 @@ brokers each named once per partition, the same count for every partition,
 and partitions 0..n-1 (else INVALID_REPLICA_ASSIGNMENT, with Kafka's
 messages). Every error carries a message.
 
-``validate_only`` runs every check and creates nothing. From v5 a result
+The legacy keys Kafka 3.x accepts and ignores (``message.format.version``,
+``message.downconversion.enable``; legacy_topic_configs.py) are checked
+(INVALID_CONFIG for a version Kafka does not know) and kept beside the
+topic's config. ``validate_only`` runs every check and creates nothing. From v5 a result
 carries the partition count, replication factor and the topic's resulting
 configs (as DescribeConfigs reports them); v7 adds the topic ID (the zero
 UUID for ``validate_only``: no topic exists). The request timeout is not
@@ -33,7 +36,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.apis.alter_configs import set_legacy
 from logstore.broker.apis.describe_configs import topic_entries
+from logstore.broker.legacy_topic_configs import checked, split
 from logstore.broker.server import Broker, RequestContext
 from logstore.errors import InvalidArgumentError, InvalidConfigError, LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
@@ -128,8 +133,11 @@ def _layout(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[int]] 
     return partitions, int(factor), None
 
 
-def _check(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[int]] | None, LogConfig]:
-    """(partitions, replication factor, manual assignment, config) for a creatable topic, or Refused."""
+def _check(
+    broker: Broker, topic: Any
+) -> tuple[int, int, dict[int, list[int]] | None, LogConfig, dict[str, str]]:
+    """(partitions, replication factor, manual assignment, config, legacy keys) for a creatable
+    topic, or Refused."""
     metadata = broker.metadata
     name = topic.name
     try:
@@ -151,10 +159,10 @@ def _check(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[int]] |
         raise Refused(
             ErrorCode.invalid_config, f"Null value not supported for topic configs: {','.join(nulls)}"
         )
+    regular, legacy = split({c.name: c.value for c in topic.configs})
     try:
-        config = LogConfig.from_dict(
-            {c.name: c.value for c in topic.configs}, defaults=broker.controller.defaults
-        )
+        config = LogConfig.from_dict(regular, defaults=broker.controller.defaults)
+        legacy = checked(legacy)
     except InvalidConfigError as e:
         raise Refused(ErrorCode.invalid_config, str(e)) from None
     partitions, factor, manual = _layout(broker, topic)
@@ -164,22 +172,31 @@ def _check(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[int]] |
             f"min.insync.replicas={config.min_insync_replicas} is above the replication factor {factor}: "
             "acks=all could never succeed; lower min.insync.replicas or raise the factor",
         )
-    return partitions, factor, manual, config
+    return partitions, factor, manual, config, legacy
 
 
-def _create(broker: Broker, topic: Any, validate_only: bool) -> tuple[int, int, LogConfig, uuid.UUID]:
-    partitions, factor, manual, config = _check(broker, topic)
+def _create(
+    broker: Broker, topic: Any, validate_only: bool
+) -> tuple[int, int, LogConfig, uuid.UUID, dict[str, str]]:
+    partitions, factor, manual, config, legacy = _check(broker, topic)
     if validate_only:
-        return partitions, factor, config, _ZERO_UUID
+        return partitions, factor, config, _ZERO_UUID, legacy
     try:
         broker.controller.create_topic(topic.name, partitions, config.overrides, factor, manual)
     except (LogstoreError, OSError) as e:
         raise Refused(error_for(e), str(e)) from None
     _log.info("created topic %s with %d partitions, replication factor %d", topic.name, partitions, factor)
-    return partitions, factor, broker.metadata.topic_config(topic.name), broker.metadata.topic_id(topic.name)
+    try:
+        set_legacy(broker, topic.name, checked(legacy, topic.name))
+    except (LogstoreError, OSError) as e:  # the topic exists; its legacy keys could not be kept
+        _log.warning("topic %s: legacy configs %s not kept: %s", topic.name, legacy, e)
+    metadata = broker.metadata
+    return partitions, factor, metadata.topic_config(topic.name), metadata.topic_id(topic.name), legacy
 
 
-def _config_results(ctx: RequestContext, module: Any, config: LogConfig) -> tuple[Any, ...]:
+def _config_results(
+    ctx: RequestContext, module: Any, config: LogConfig, legacy: dict[str, str]
+) -> tuple[Any, ...]:
     return tuple(
         build(
             module.CreatableTopicConfigs,
@@ -189,7 +206,7 @@ def _config_results(ctx: RequestContext, module: Any, config: LogConfig) -> tupl
             config_source=entry.source,
             is_sensitive=False,
         )
-        for entry in topic_entries(ctx.broker, config)
+        for entry in topic_entries(ctx.broker, config, legacy)
     )
 
 
@@ -202,7 +219,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         fields: dict[str, Any] = {"topic_id": _ZERO_UUID, "configs": ()}
         try:
-            partitions, factor, config, topic_id = await asyncio.get_running_loop().run_in_executor(
+            partitions, factor, config, topic_id, legacy = await asyncio.get_running_loop().run_in_executor(
                 None, _create, ctx.broker, topic, request.validate_only
             )  # off the event loop: files and fsyncs alone, the controller's answer in a cluster
         except Refused as e:
@@ -214,7 +231,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id=topic_id,
                 num_partitions=partitions,
                 replication_factor=factor,
-                configs=_config_results(ctx, module, config) if ctx.version >= 5 else (),
+                configs=_config_results(ctx, module, config, legacy) if ctx.version >= 5 else (),
             )
         results.append(build(module.CreatableTopicResult, name=topic.name, **fields))
     for name in (name for name, count in counts.items() if count > 1):

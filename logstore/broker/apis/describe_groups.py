@@ -3,7 +3,9 @@
 A Stable group shows its protocol name and each member's metadata and
 assignment; other states show the members without them (as Kafka). A group
 the coordinator does not know reads as Dead with no members, and from v6
-answers GROUP_ID_NOT_FOUND with a message (KIP-1043). v3 adds the
+answers GROUP_ID_NOT_FOUND with a message (KIP-1043); so does a consumer
+group (KIP-848): "Group ... is not a classic group." (ConsumerGroupDescribe
+describes those). v3 adds the
 authorized operations (every group operation: no authorizer), v4 the
 members' group instance ids.
 """
@@ -30,7 +32,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         described = coordinator.describe_group(group_id)
         live = coordinator.group(group_id)
         error, message = described.error, None
-        if ctx.version >= 6 and (live is None or live.is_in(GroupState.DEAD)):
+        if ctx.version >= 6 and coordinator.group_type(group_id) == "consumer" and error == ErrorCode.none:
+            error, message = ErrorCode.group_id_not_found, f"Group {group_id} is not a classic group."
+        elif ctx.version >= 6 and (live is None or live.is_in(GroupState.DEAD)):
             error, message = ErrorCode.group_id_not_found, f"Group {group_id} not found."
         members = tuple(
             build(

@@ -1,7 +1,8 @@
 """Fetch (key 1): whole batches from each partition, long-polled, sent with sendfile.
 
 For each partition the log is read from the batch that holds the fetch
-offset (consumers up to the high watermark). The response holds at most
+offset (consumers up to the high watermark; read_committed consumers up to
+the last stable offset, with the aborted transactions of what they read). The response holds at most
 ``max_bytes`` in all and ``partition_max_bytes`` per partition, except that
 the first partition with data always returns at least its first whole batch
 (KIP-74), so a batch larger than the limits never stalls a consumer. When
@@ -13,9 +14,9 @@ filled by ``loop.sendfile`` from the segment file; batches shorter than
 ``SENDFILE_MIN_BYTES`` are copied from the segment's map instead, because
 one ``sendfile`` costs more than copying a few kilobytes.
 
-Fetch sessions (KIP-227) are not kept: a request for a new session gets
-session id 0, which tells the client to send full fetches, as Kafka does
-when its session cache is full.
+Fetch sessions (KIP-227, v7+): see :mod:`logstore.broker.fetch_session`;
+an incremental fetch reads every partition of its session and answers only
+those with something new.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.fetch_session import FetchContext, FetchItem, answer
 from logstore.broker.replica_manager import PartitionRead
 from logstore.broker.server import Broker, RequestContext
 from logstore.errors import LogstoreError
@@ -33,32 +35,45 @@ from logstore.protocol import NO_THROTTLE, FileRegion, build, codec
 from logstore.storage.log import ReadResult
 
 SENDFILE_MIN_BYTES = 16 * 1024
-_FETCH_SESSION_ID_NOT_FOUND = ErrorCode.fetch_session_id_not_found
 
 
 def _read_all(
-    broker: Broker, request: Any, upto: str
-) -> tuple[list[tuple[str, list[PartitionRead]]], int, bool]:
+    broker: Broker, request: Any, items: list[FetchItem], upto: str
+) -> tuple[list[tuple[FetchItem, PartitionRead]], int, bool]:
     replicas = broker.replica_manager
     remaining = request.max_bytes
     total = 0
     errors = False
-    topics = []
-    for topic in request.topics:
-        reads = []
-        for partition in topic.partitions:
-            limit = min(partition.partition_max_bytes, remaining)
-            read = replicas.read(
-                topic.topic, partition.partition, partition.fetch_offset, limit, total == 0, upto,
-                request.replica_id, getattr(partition, "current_leader_epoch", -1),
-            )  # fmt: skip
-            size = read.read.size if read.read is not None else 0
-            remaining -= size
-            total += size
-            errors = errors or read.error != ErrorCode.none
-            reads.append(read)
-        topics.append((topic.topic, reads))
-    return topics, total, errors
+    reads = []
+    for item in items:
+        limit = min(item.max_bytes, remaining)
+        read = replicas.read(
+            item.topic, item.partition, item.fetch_offset, limit, total == 0, upto, request.replica_id,
+            item.current_leader_epoch,
+        )  # fmt: skip
+        size = read.read.size if read.read is not None else 0
+        remaining -= size
+        total += size
+        errors = errors or read.error != ErrorCode.none
+        reads.append((item, read))
+    return reads, total, errors
+
+
+def _answered(
+    reads: list[tuple[FetchItem, PartitionRead]], context: FetchContext
+) -> list[tuple[str, list[PartitionRead]]]:
+    """The reads the response carries (an incremental session's: only what changed), by topic."""
+    topics: dict[str, list[PartitionRead]] = {}
+    served = []
+    for item, read in reads:
+        size = read.read.size if read.read is not None else 0
+        marks = (read.high_watermark, read.last_stable, read.log_start)
+        if answer(item, read.error, size, marks, context.incremental):
+            topics.setdefault(item.topic, []).append(read)
+        if size:
+            served.append(item)
+    context.rotate(served)
+    return list(topics.items())
 
 
 def _records(read: ReadResult | None) -> Any:
@@ -73,34 +88,47 @@ def _records(read: ReadResult | None) -> Any:
         return b""  # retention closed the segment just now; the client fetches again
 
 
+def _aborted(module: Any, read: PartitionRead) -> Any:
+    """read_committed: the aborted transactions in the data (null for read_uncommitted, as Kafka)."""
+    if read.aborted is None:
+        return None
+    return tuple(
+        build(module.AbortedTransaction, producer_id=t.producer_id, first_offset=t.first_offset)
+        for t in read.aborted
+    )
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     module = codec(1, ctx.version).response_module
-    session_id = getattr(request, "session_id", 0)
-    session_epoch = getattr(request, "session_epoch", -1)
-    if session_id != 0 and session_epoch > 0:
+    context = broker.fetch_sessions.resolve(request)
+    if context.error != ErrorCode.none:
         return build(
             module.FetchResponse,
             throttle_time=NO_THROTTLE,
-            error_code=_FETCH_SESSION_ID_NOT_FOUND,
+            error_code=context.error,
             session_id=0,
             responses=(),
         )
-    upto = "log_end" if request.replica_id >= 0 else "high_watermark"
+    if request.replica_id >= 0:
+        upto = "log_end"
+    else:
+        upto = "last_stable" if getattr(request, "isolation_level", 0) == 1 else "high_watermark"
     max_wait = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
-    keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    keys = [(item.topic, item.partition) for item in context.items]
     while True:
-        topics, total, errors = _read_all(broker, request, upto)
+        reads, total, errors = _read_all(broker, request, context.items, upto)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or errors or remaining <= 0 or not keys or ctx.connection.closed:
             break
         await broker.replica_manager.wait_for_data(keys, remaining)
+    topics = _answered(reads, context)
     return build(
         module.FetchResponse,
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
-        session_id=0,
+        session_id=context.session_id,
         responses=tuple(
             build(
                 module.FetchableTopicResponse,
@@ -111,9 +139,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         partition_index=read.index,
                         error_code=read.error,
                         high_watermark=read.high_watermark,
-                        last_stable_offset=read.high_watermark,
+                        last_stable_offset=read.last_stable,
                         log_start_offset=read.log_start,
-                        aborted_transactions=None,
+                        aborted_transactions=_aborted(module, read),
                         preferred_read_replica=-1,
                         records=_records(read.read),
                     )

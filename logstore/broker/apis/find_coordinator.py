@@ -1,14 +1,12 @@
-"""FindCoordinator (key 10): which broker coordinates a group.
+"""FindCoordinator (key 10): which broker coordinates a group or a transactional id.
 
 Key type 0 (a consumer group) answers, alone, this broker's advertised
 address; in a cluster, the leader of the group's ``__consumer_offsets``
 partition (the topic is created on first use, off the event loop;
 COORDINATOR_NOT_AVAILABLE while it cannot be, or the partition has no
 leader). Key
-type 1 (a transactional id) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-as InitProducerId does: transactions are not supported, and this makes a
-transactional producer fail at once with that error instead of retrying
-COORDINATOR_NOT_AVAILABLE until its timeout. Key type 2 (a share group, v6)
+type 1 (a transactional id) answers the same way for ``__transaction_state``
+(created on first use in a cluster). Key type 2 (a share group, v6)
 is INVALID_REQUEST, Kafka's answer with share groups disabled, and so is an
 unknown key type. From v4 one request asks for several keys
 (``coordinator_keys``) and gets one result each. v1-v3 carry Kafka's
@@ -27,15 +25,16 @@ from logstore.broker.apis import Api
 from logstore.broker.groups import ERROR_MESSAGES, ensure_offsets_topic
 from logstore.broker.metadata_cache import NO_LEADER
 from logstore.broker.server import RequestContext
+from logstore.broker.transactions import ensure_transaction_topic_async
 from logstore.coordinator import partition_for
 from logstore.coordinator.coordinator import OFFSETS_TOPIC
+from logstore.coordinator.transactions import TRANSACTION_STATE_TOPIC
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 
 _log = logging.getLogger("logstore.broker")
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
-_TRANSACTIONS_MESSAGE = "Transactions are not supported by this broker."
 
 
 Node = tuple[int, str, int]
@@ -53,12 +52,30 @@ async def _group_coordinator(ctx: RequestContext, group_id: str) -> tuple[ErrorC
         except (LogstoreError, OSError) as e:
             _log.info("cannot create %s yet: %s", OFFSETS_TOPIC, e)
             return ErrorCode.coordinator_not_available, None, None
-    count = broker.metadata.partition_count(OFFSETS_TOPIC) or 0
-    state = broker.metadata.partition_state(OFFSETS_TOPIC, partition_for(group_id, count)) if count else None
-    leader = broker.metadata.broker(state.leader) if state is not None and state.leader != NO_LEADER else None
+    return _leader_of(ctx, OFFSETS_TOPIC, group_id)
+
+
+def _leader_of(ctx: RequestContext, topic: str, key: str) -> tuple[ErrorCode, str | None, Node | None]:
+    """The leader of ``key``'s partition of ``topic`` (hash(key) % partitions): the coordinator."""
+    metadata = ctx.broker.metadata
+    count = metadata.partition_count(topic) or 0
+    state = metadata.partition_state(topic, partition_for(key, count)) if count else None
+    leader = metadata.broker(state.leader) if state is not None and state.leader != NO_LEADER else None
     if leader is None:
         return ErrorCode.coordinator_not_available, None, None
     return ErrorCode.none, None, (leader.node_id, leader.host, leader.port)
+
+
+async def _transaction_coordinator(ctx: RequestContext, txn_id: str) -> tuple[ErrorCode, str | None, Node | None]:
+    broker = ctx.broker
+    if broker.transactions is None:
+        return ErrorCode.coordinator_not_available, None, None
+    if broker.cluster_link is None:
+        return ErrorCode.none, None, (broker.node_id, *broker.advertised)
+    error = await ensure_transaction_topic_async(broker)
+    if error != ErrorCode.none:
+        return error, None, None
+    return _leader_of(ctx, TRANSACTION_STATE_TOPIC, txn_id)
 
 
 async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, Node | None]:
@@ -66,12 +83,7 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCo
     if key_type == GROUP:
         return await _group_coordinator(ctx, key)
     if key_type == TRANSACTION:
-        _log.warning(
-            "client %s asked for the coordinator of transactional id %r: transactions are not supported",
-            ctx.header.client_id,
-            key,
-        )
-        return ErrorCode.transactional_id_authorization_failed, _TRANSACTIONS_MESSAGE, None
+        return await _transaction_coordinator(ctx, key)
     if key_type == SHARE:
         return ErrorCode.invalid_request, "Share groups are not supported by this broker.", None
     return ErrorCode.invalid_request, f"Unknown coordinator type received: {key_type}", None

@@ -1,40 +1,44 @@
-"""InitProducerId (key 22): a producer id and epoch for an idempotent producer.
+"""InitProducerId (key 22): a producer id and epoch for an idempotent or transactional producer.
 
 Without a transactional id, Kafka hands every caller a fresh producer id at
 epoch 0 (a given id and epoch, KIP-360's bump, are ignored too); so do we,
-from blocks reserved durably so ids are never reused. Transactions are not
-supported: a transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED and
-a log line saying so.
+from blocks reserved durably so ids are never reused. With one, the
+transaction coordinator of the id answers (see
+:mod:`logstore.coordinator.transactions`): the id's producer id with its
+epoch bumped, fencing earlier producers of the id (and aborting their open
+transaction first: CONCURRENT_TRANSACTIONS until then), or
+INVALID_TRANSACTION_TIMEOUT past ``transaction.max.timeout.ms``. Versions
+below 4 read PRODUCER_FENCED as INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.groups import millis
 from logstore.broker.server import RequestContext
+from logstore.broker.transactions import coordinator_of, for_version
 from logstore.protocol import NO_THROTTLE, build, codec
-
-_log = logging.getLogger("logstore.broker")
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(22, ctx.version).response_module
     if request.transactional_id is not None:
-        _log.warning(
-            "client %s asked for transactional id %r: transactions are not supported",
-            ctx.header.client_id,
+        error, producer_id, epoch = await coordinator_of(ctx.broker).init_producer_id(
             request.transactional_id,
+            millis(request.transaction_timeout),
+            int(getattr(request, "producer_id", -1)),
+            int(getattr(request, "producer_epoch", -1)),
         )
         return build(
             module.InitProducerIdResponse,
             throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.transactional_id_authorization_failed,
-            producer_id=-1,
-            producer_epoch=-1,
+            error_code=for_version(error, ctx.version, 4),
+            producer_id=producer_id,
+            producer_epoch=epoch,
         )
     producer_id = ctx.broker.producer_ids.allocate()
     return build(

@@ -2,9 +2,11 @@
 
 From v4 a non-empty ``states_filter`` keeps the groups in those states
 (Kafka's names, matched case-insensitively: Empty, PreparingRebalance,
-CompletingRebalance, Stable, Dead) and each group reports its state. From
-v5 every group is of type "classic" (this broker has no KIP-848 groups): a
-non-empty ``types_filter`` without "classic" lists nothing.
+CompletingRebalance, Stable, Dead for classic groups; Empty, Assigning,
+Reconciling, Stable for consumer groups) and each group reports its state.
+From v5 each group reports its type, "classic" or "consumer" (KIP-848), and
+a non-empty ``types_filter`` keeps those types (any case; an unknown type
+matches nothing, as Kafka). Consumer groups have protocol type "consumer".
 """
 
 from __future__ import annotations
@@ -18,23 +20,19 @@ from logstore.broker.groups import coordinator_of
 from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
 
-CLASSIC = "classic"
-
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(16, ctx.version).response_module
     states = getattr(request, "states_filter", ())
     types = getattr(request, "types_filter", ())
-    overviews = coordinator_of(ctx.broker).list_groups(states or None)
-    if types and CLASSIC not in {t.lower() for t in types}:
-        overviews = []
+    overviews = coordinator_of(ctx.broker).list_groups(states or None, types or None)
     groups = tuple(
         build(
             module.ListedGroup,
             group_id=overview.group_id,
             protocol_type=overview.protocol_type,
             group_state=overview.state,
-            group_type=CLASSIC,
+            group_type=overview.group_type,
         )
         for overview in overviews
     )

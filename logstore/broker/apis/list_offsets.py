@@ -22,9 +22,16 @@ from logstore.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMES
 
 
 def _lookup(
-    broker: Broker, topic: str, index: int, timestamp: int, consumer: bool, current_leader_epoch: int
+    broker: Broker,
+    topic: str,
+    index: int,
+    timestamp: int,
+    consumer: bool,
+    current_leader_epoch: int,
+    committed: bool = False,
 ) -> tuple[ErrorCode, int, int]:
-    """(error, timestamp, offset) for one partition."""
+    """(error, timestamp, offset) for one partition: a consumer sees up to the HW, a
+    read_committed one (``committed``) up to the last stable offset."""
     partition = broker.replica_manager.leader_partition(topic, index)
     if not isinstance(partition, Partition):
         return partition, -1, -1
@@ -32,8 +39,9 @@ def _lookup(
     if error != ErrorCode.none:
         return error, -1, -1
     log = partition.log
+    visible = log.last_stable_offset if committed else log.high_watermark
     if timestamp == LATEST_TIMESTAMP:
-        return ErrorCode.none, -1, log.high_watermark if consumer else log.log_end_offset
+        return ErrorCode.none, -1, visible if consumer else log.log_end_offset
     if timestamp == EARLIEST_TIMESTAMP:
         return ErrorCode.none, -1, log.log_start_offset
     if timestamp < 0 and timestamp != MAX_TIMESTAMP:
@@ -42,7 +50,7 @@ def _lookup(
         found = log.offset_for_timestamp(timestamp)
     except (LogstoreError, OSError) as e:
         return error_for(e), -1, -1
-    if found is None or (consumer and found[1] >= log.high_watermark):
+    if found is None or (consumer and found[1] >= visible):
         return ErrorCode.none, -1, -1
     return ErrorCode.none, found[0], found[1]
 
@@ -61,6 +69,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 partition.timestamp,
                 consumer,
                 getattr(partition, "current_leader_epoch", -1),
+                getattr(request, "isolation_level", 0) == 1,
             )
             partitions.append(
                 build(

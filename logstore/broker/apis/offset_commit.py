@@ -12,8 +12,11 @@ acks=-1 for commits), so an acknowledged commit survives a failover.
 Versions (kio starts at v2): v2-v4 carry ``retention_time``, which is
 ignored: offsets expire per ``offsets.retention.minutes``, as Kafka does
 from v5; v6 adds the leader epoch; v7 ``group_instance_id``; v8 is v7 made
-flexible; v9 is v8 for classic groups (its member epoch is the generation);
-v10 names topics by ID.
+flexible; from v9 a consumer-protocol (KIP-848) member commits with its member
+epoch in ``generation_id_or_member_epoch`` (STALE_MEMBER_EPOCH if it is not
+the current one; such a member's commit below v9 is UNSUPPORTED_VERSION), and a
+commit with a generation to a group that does not exist is GROUP_ID_NOT_FOUND
+(ILLEGAL_GENERATION before); v10 names topics by ID.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         request.member_id,
         offsets,
         request.group_instance_id if version >= 7 else None,
+        api_version=version,
     )
     if not prepared.records:  # nothing to write: every partition has its own error
         return _encode(version, request, names, errors, prepared.answers(ErrorCode.none))

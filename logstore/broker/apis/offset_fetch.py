@@ -4,10 +4,12 @@ Each asked-for partition gets its committed offset, leader epoch (v5+) and
 metadata, or offset -1 when there is none; null topics (v2+) mean every
 partition the group has committed, grouped by topic. Any group's offsets
 can be read, whatever its state. v1 reports a group error on every
-partition (it has no top-level error); v7's ``require_stable`` never waits
-(no transactions, so no offsets are pending); from v8 one request asks for
-several groups; v9's member id and epoch are for KIP-848 groups and not
-checked for classic ones (as Kafka); v10 names topics by ID: an unknown ID
+partition (it has no top-level error); v7's ``require_stable`` (KIP-447)
+answers UNSTABLE_OFFSET_COMMIT, offset -1, for a partition with a
+transactional commit still pending (the client retries); from v8 one request asks for
+several groups; v9's member id and epoch are checked for consumer-protocol
+(KIP-848) groups (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; none and -1 is an
+admin's fetch) and not for classic ones (as Kafka); v10 names topics by ID: an unknown ID
 is UNKNOWN_TOPIC_ID, and fetching everything leaves out topics that no
 longer exist.
 """
@@ -19,7 +21,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.groups import coordinator_of
+from logstore.broker.groups import coordinator_of, offsets_appender_of
 from logstore.broker.server import RequestContext
 from logstore.coordinator import FetchedOffset
 from logstore.protocol import NO_THROTTLE, build, codec
@@ -28,9 +30,15 @@ _NONE = FetchedOffset(-1, -1, "")
 
 
 def _fetch_group(
-    ctx: RequestContext, module: Any, group_id: str, topics: Any, classes: tuple[Any, Any]
+    ctx: RequestContext,
+    module: Any,
+    group_id: str,
+    topics: Any,
+    classes: tuple[Any, Any],
+    member: tuple[str | None, int] = (None, -1),
+    require_stable: bool = False,
 ) -> tuple[ErrorCode, tuple[Any, ...]]:
-    """(group error, response topics) for one group."""
+    """(group error, response topics) for one group; ``member``: v9's member id and epoch."""
     topic_class, partition_class = classes
     metadata = ctx.broker.metadata
     by_id = ctx.version >= 10
@@ -38,7 +46,7 @@ def _fetch_group(
     # [(response key: name or ID, name or None, [(partition, FetchedOffset or error)])]
     wanted: list[tuple[Any, str | None, list[int]]] = []
     if topics is None:
-        result = coordinator.fetch_offsets(group_id, None)
+        result = coordinator.fetch_offsets(group_id, None, member_id=member[0], member_epoch=member[1])
         by_topic: dict[str, list[int]] = {}
         for topic_name, partition in sorted(result.offsets):
             by_topic.setdefault(topic_name, []).append(partition)
@@ -61,8 +69,9 @@ def _fetch_group(
         for _, name, partitions in wanted:
             if name is not None:
                 asked += [(name, partition) for partition in partitions]
-        result = coordinator.fetch_offsets(group_id, asked)
+        result = coordinator.fetch_offsets(group_id, asked, member_id=member[0], member_epoch=member[1])
     group_error = result.error
+    pending = offsets_appender_of(ctx.broker).pending_txn if require_stable else None
     response_topics = []
     for key, name, partitions in wanted:
         rows = []
@@ -73,6 +82,8 @@ def _fetch_group(
                 error = ErrorCode.unknown_topic_id
             elif ctx.version < 2 and group_error != ErrorCode.none:
                 error = group_error
+            elif pending is not None and pending.is_pending(group_id, (name, partition)):
+                error, fetched = ErrorCode.unstable_offset_commit, _NONE
             rows.append(
                 build(
                     partition_class,
@@ -92,12 +103,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(9, ctx.version).response_module
     if ctx.version < 8:
         classes = (module.OffsetFetchResponseTopic, module.OffsetFetchResponsePartition)
-        error, topics = _fetch_group(ctx, module, request.group_id, request.topics, classes)
+        stable = bool(getattr(request, "require_stable", False))
+        error, topics = _fetch_group(ctx, module, request.group_id, request.topics, classes, require_stable=stable)
         return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, error_code=error, topics=topics)
     classes = (module.OffsetFetchResponseTopics, module.OffsetFetchResponsePartitions)
     groups = []
     for group in request.groups:
-        error, topics = _fetch_group(ctx, module, group.group_id, group.topics, classes)
+        member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
+        stable = bool(getattr(request, "require_stable", False))
+        error, topics = _fetch_group(ctx, module, group.group_id, group.topics, classes, member, stable)
         groups.append(
             build(module.OffsetFetchResponseGroup, group_id=group.group_id, topics=topics, error_code=error)
         )

@@ -3,7 +3,7 @@
 The checks and the append are the ReplicaManager's
 (:meth:`~logstore.broker.replica_manager.ReplicaManager.append`: Kafka's
 ``LogValidator`` and ``UnifiedLog.append``); this module decodes the request,
-refuses transactional producers and bad ``acks`` for every partition, waits
+refuses bad ``acks`` for every partition (a transactional producer's must be -1), waits
 for replication where acks=-1 asks for it (every partition appended first,
 then one wait for all, up to the request's timeout), and encodes the answer. acks=0 sends no response. One partition's failure never
 fails the others.
@@ -26,9 +26,8 @@ _log = logging.getLogger("logstore.broker")
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
-    if request.transactional_id is not None:
-        error = ErrorCode.transactional_id_authorization_failed
-    elif acks not in (0, 1, -1):
+    if acks not in (0, 1, -1) or (request.transactional_id is not None and acks != -1):
+        # Kafka's rule too: a transaction's records need acks=-1.
         error = ErrorCode.invalid_required_acks
     else:
         error = ErrorCode.none
@@ -63,7 +62,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 (
                     name,
                     [
-                        (index, r.error, r.base_offset, r.append_time, r.log_start, r.message)
+                        (index, r.error, r.base_offset, r.append_time, r.log_start, r.message, r.record_errors)
                         for index, r in partitions
                     ],
                 )

@@ -69,22 +69,29 @@ _I64 = struct.Struct(">q")
 _PARTITION_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
 
 
-def encode_body(
-    version: int, topics: list[tuple[str, list[tuple[int, int, int, int, int, str | None]]]]
-) -> bytes:
-    """A ProduceResponse body (v3-v10): topics of (name, [(index, error, base offset,
-    log append time, log start offset, error message)]), no throttle, no record errors."""
+PartitionAnswer = tuple[int, int, int, int, int, str | None, tuple[tuple[int, str | None], ...]]
+"""(index, error, base offset, log append time, log start offset, error message, record errors)."""
+
+
+def encode_body(version: int, topics: list[tuple[str, list[PartitionAnswer]]]) -> bytes:
+    """A ProduceResponse body (v3-v10): topics of (name, [:data:`PartitionAnswer`]), no throttle.
+    Record errors (KIP-467: batch index, message) from v8."""
     flexible = version >= _FLEXIBLE_FROM
     out = bytearray(wire_count(len(topics), flexible))
     for name, partitions in topics:
         out += wire_string(name, flexible, False)
         out += wire_count(len(partitions), flexible)
-        for index, error, base_offset, append_time, log_start, message in partitions:
+        for index, error, base_offset, append_time, log_start, message, record_errors in partitions:
             out += _PARTITION_V3.pack(index, error, base_offset, append_time)
             if version >= 5:
                 out += _I64.pack(log_start)
             if version >= 8:
-                out += wire_count(0, flexible)  # record_errors
+                out += wire_count(len(record_errors), flexible)
+                for batch_index, why in record_errors:
+                    out += SIZE.pack(batch_index)
+                    out += wire_string(why, flexible, True)
+                    if flexible:
+                        out += EMPTY_TAGS
                 out += wire_string(message, flexible, True)
             if flexible:
                 out += EMPTY_TAGS

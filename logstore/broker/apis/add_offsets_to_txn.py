@@ -1,0 +1,33 @@
+"""AddOffsetsToTxn (key 25): a consumer group's offsets join a producer's transaction.
+
+The group's ``__consumer_offsets`` partition is added to the transaction, so
+its TxnOffsetCommit records get the transaction's marker. v0-v1 read
+PRODUCER_FENCED as INVALID_PRODUCER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from logstore.broker.apis import Api
+from logstore.broker.groups import offsets_appender_of
+from logstore.broker.server import RequestContext
+from logstore.broker.transactions import coordinator_of, for_version
+from logstore.coordinator import partition_for
+from logstore.coordinator.coordinator import OFFSETS_TOPIC
+from logstore.protocol import NO_THROTTLE, build, codec
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(25, ctx.version).response_module
+    partitions = ctx.broker.metadata.partition_count(OFFSETS_TOPIC) or offsets_appender_of(ctx.broker).partitions
+    error = await coordinator_of(ctx.broker).add_partitions(
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        [(OFFSETS_TOPIC, partition_for(request.group_id, partitions))],
+    )
+    return build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=for_version(error, ctx.version, 2))
+
+
+API = Api(key=25, name="AddOffsetsToTxn", min_version=0, max_version=3, handle=handle)

@@ -1,0 +1,27 @@
+"""EndTxn (key 26): commit or abort a producer's transaction.
+
+Answered once the coordinator has written PrepareCommit or PrepareAbort; the
+markers and the completion follow (see
+:mod:`logstore.coordinator.transactions`). v0-v1 read PRODUCER_FENCED as
+INVALID_PRODUCER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from logstore.broker.apis import Api
+from logstore.broker.server import RequestContext
+from logstore.broker.transactions import coordinator_of, for_version
+from logstore.protocol import NO_THROTTLE, build, codec
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(26, ctx.version).response_module
+    error = await coordinator_of(ctx.broker).end_transaction(
+        request.transactional_id, request.producer_id, request.producer_epoch, bool(request.committed)
+    )
+    return build(module.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=for_version(error, ctx.version, 2))
+
+
+API = Api(key=26, name="EndTxn", min_version=0, max_version=3, handle=handle)

@@ -1,0 +1,48 @@
+"""WriteTxnMarkers (key 27, v1): a transaction coordinator's markers, written by the leaders.
+
+Each marker (producer id and epoch, COMMIT or ABORT, the coordinator's epoch)
+goes to every listed partition this broker leads as a control batch, and is
+answered once the ISR has it; a partition led elsewhere is
+NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION, a marker
+below the producer's epoch INVALID_PRODUCER_EPOCH. Brokers send it to each
+other; clients do not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from logstore.broker.apis import Api
+from logstore.broker.server import RequestContext
+from logstore.broker.transactions import write_markers_here
+from logstore.protocol import build, codec
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    module = codec(27, ctx.version).response_module
+    results = []
+    for marker in request.markers:
+        tps = [(t.name, int(p)) for t in marker.topics for p in t.partition_indexes]
+        errors = await write_markers_here(
+            ctx.broker, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+            bool(marker.transaction_result), tps,
+        )  # fmt: skip
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), error in errors.items():
+            by_topic.setdefault(topic, []).append(
+                build(module.WritableTxnMarkerPartitionResult, partition_index=index, error_code=error)
+            )
+        results.append(
+            build(
+                module.WritableTxnMarkerResult,
+                producer_id=marker.producer_id,
+                topics=tuple(
+                    build(module.WritableTxnMarkerTopicResult, name=name, partitions=tuple(parts))
+                    for name, parts in by_topic.items()
+                ),
+            )
+        )
+    return build(module.WriteTxnMarkersResponse, markers=tuple(results))
+
+
+API = Api(key=27, name="WriteTxnMarkers", min_version=1, max_version=1, handle=handle)

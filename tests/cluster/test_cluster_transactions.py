@@ -1,0 +1,66 @@
+"""Transactions in a three-broker cluster (a real ZooKeeper): markers reach every partition's
+leader (WriteTxnMarkers between brokers), ``__transaction_state`` is replicated, and a new
+coordinator takes over an open transaction after its coordinator is killed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from brokerkit import read_values, wait_until
+from clusterkit import BrokerProcess, create_topic, leaders, three_brokers
+
+from logstore.coordinator import partition_for
+from logstore.coordinator.transactions import TRANSACTION_STATE_TOPIC
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Producer  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+
+def txn_producer(bootstrap: str, txn_id: str) -> Any:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 20000})
+    producer.init_transactions(60)
+    return producer
+
+
+def test_markers_reach_every_leader(cluster: Callable[..., BrokerProcess]) -> None:
+    brokers = three_brokers(cluster)
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    create_topic(bootstrap, "tx", 3, 3, **{"min.insync.replicas": "2"})
+    assert len(set(leaders(bootstrap, "tx").values())) == 3  # leaders spread: markers cross brokers
+    producer = txn_producer(bootstrap, "cluster-txn")
+    producer.begin_transaction()
+    for i in range(300):
+        producer.produce("tx", value=b"c%03d" % i, partition=i % 3)
+    producer.commit_transaction(60)
+    producer.begin_transaction()
+    for i in range(150):
+        producer.produce("tx", value=b"a%03d" % i, partition=i % 3)
+    producer.flush(60)
+    producer.abort_transaction(60)
+    assert sorted(read_values(bootstrap, "tx", "read_committed", 300)) == sorted(b"c%03d" % i for i in range(300))
+
+
+def test_coordinator_killed_with_a_transaction_open(cluster: Callable[..., BrokerProcess]) -> None:
+    brokers = three_brokers(cluster, **{"transaction.state.log.replication.factor": "3"})
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    create_topic(bootstrap, "tk", 3, 3, **{"min.insync.replicas": "2"})
+    zombie = txn_producer(bootstrap, "killed-coordinator")
+    zombie.begin_transaction()
+    for i in range(30):
+        zombie.produce("tk", value=b"doomed-%d" % i, partition=i % 3)
+    zombie.flush(60)
+    index = partition_for("killed-coordinator", 50)
+    coordinator = leaders(bootstrap, TRANSACTION_STATE_TOPIC)[index]
+    brokers[coordinator].kill()
+    rest = ",".join(b.bootstrap for i, b in brokers.items() if i != coordinator)
+    wait_until(lambda: leaders(rest, TRANSACTION_STATE_TOPIC)[index] != coordinator, "a new coordinator", timeout=30)
+    successor = txn_producer(rest, "killed-coordinator")  # the new coordinator aborts the open transaction
+    successor.begin_transaction()
+    for i in range(30):
+        successor.produce("tk", value=b"kept-%d" % i, partition=i % 3)
+    successor.commit_transaction(60)
+    assert sorted(read_values(rest, "tk", "read_committed", 30)) == sorted(b"kept-%d" % i for i in range(30))
