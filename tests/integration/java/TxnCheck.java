@@ -93,6 +93,36 @@ public class TxnCheck {
                 System.out.println("fenced=" + fenced);
             }
             zombie.close(Duration.ofSeconds(1));
+        } else if (scenario.equals("kip848")) {
+            // KIP-848: the Java consumer with group.protocol=consumer (ConsumerGroupHeartbeat).
+            try (KafkaProducer<String, String> seed = new KafkaProducer<>(producerProps(bootstrap, "java-848-seed"))) {
+                seed.initTransactions();
+                seed.beginTransaction();
+                for (int i = 0; i < 100; i++) seed.send(new ProducerRecord<>("j848", i % 2, null, "" + i));
+                seed.commitTransaction();
+            }
+            int first = 0, second = 0;
+            for (int round = 0; round < 2; round++) {
+                Properties c = new Properties();
+                c.put("bootstrap.servers", bootstrap);
+                c.put("group.id", "java-848");
+                c.put("group.protocol", "consumer");
+                c.put("auto.offset.reset", "earliest");
+                c.put("enable.auto.commit", "false");
+                c.put("key.deserializer", StringDeserializer.class.getName());
+                c.put("value.deserializer", StringDeserializer.class.getName());
+                int seen = 0;
+                try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
+                    consumer.subscribe(List.of("j848"));
+                    long deadline = System.currentTimeMillis() + (round == 0 ? 30_000 : 5_000);
+                    while (System.currentTimeMillis() < deadline && (round == 1 || seen < 100)) {
+                        seen += consumer.poll(Duration.ofMillis(200)).count();
+                    }
+                    consumer.commitSync();
+                }
+                if (round == 0) first = seen; else second = seen;
+            }
+            System.out.println("first=" + first + " second=" + second);
         } else if (scenario.equals("eos")) {
             try (KafkaProducer<String, String> seed = new KafkaProducer<>(producerProps(bootstrap, "java-seed"))) {
                 seed.initTransactions();
