@@ -227,27 +227,12 @@ class ConsumerGroupCommit(PreparedCommit):
         super().__init__(errors, records, None, values)
         self._consumer_group = group
 
-    def apply(self) -> None:
-        """Make the commit's offsets the group's (not if it was deleted since). O(partitions)."""
+    def _offsets(self, applying: bool) -> dict[TopicPartition, OffsetCommitValue] | None:
+        """The consumer group's offsets (None if there is none, or it was deleted since, when applying)."""
         group = self._consumer_group
-        if group is None or group.dead:
-            return
-        self._previous = {partition: group.offsets.get(partition) for partition in self._values}
-        group.offsets.update(self._values)
-
-    def revert(self) -> None:
-        """Undo :meth:`apply` where the offset is still this commit's. O(partitions)."""
-        group = self._consumer_group
-        if group is None:
-            return
-        for partition, value in self._previous.items():
-            if group.offsets.get(partition) is not self._values[partition]:
-                continue
-            if value is None:
-                del group.offsets[partition]
-            else:
-                group.offsets[partition] = value
-        self._previous = {}
+        if group is None or (applying and group.dead):
+            return None
+        return group.offsets
 
 
 def _key(record_type: int, group_id: str, member_id: str | None = None) -> ConsumerGroupKey:

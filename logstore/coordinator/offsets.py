@@ -96,13 +96,21 @@ class PreparedCommit:
         self._previous: dict[TopicPartition, OffsetCommitValue | None] = {}
         assert self.errors.keys().isdisjoint(self._values.keys()), "a partition both failed and committed"
 
+    def _offsets(self, applying: bool) -> dict[TopicPartition, OffsetCommitValue] | None:
+        """The offsets this commit changes: its group's; None without a group, or (``applying``)
+        when the group died. A subclass names another group kind's (KIP-848's)."""
+        group = self._group
+        if group is None or (applying and group.is_in(GroupState.DEAD)):
+            return None
+        return group.offsets
+
     def apply(self) -> None:
         """Make the commit's offsets the group's (not if the group died). O(partitions)."""
-        group = self._group
-        if group is None or group.is_in(GroupState.DEAD):
+        offsets = self._offsets(applying=True)
+        if offsets is None:
             return
-        self._previous = {partition: group.offsets.get(partition) for partition in self._values}
-        group.offsets.update(self._values)
+        self._previous = {partition: offsets.get(partition) for partition in self._values}
+        offsets.update(self._values)
 
     def revert(self) -> None:
         """Undo :meth:`apply` where the offset is still this commit's. O(partitions).
@@ -110,16 +118,16 @@ class PreparedCommit:
         An offset changed since (deleted by OffsetDelete or expiry, or
         committed again) keeps its newer state.
         """
-        group = self._group
-        if group is None:
+        offsets = self._offsets(applying=False)
+        if offsets is None:
             return
         for partition, value in self._previous.items():
-            if group.offsets.get(partition) is not self._values[partition]:
+            if offsets.get(partition) is not self._values[partition]:
                 continue
             if value is None:
-                del group.offsets[partition]
+                del offsets[partition]
             else:
-                group.offsets[partition] = value
+                offsets[partition] = value
         self._previous = {}
 
     def answers(self, write_error: ErrorCode) -> dict[TopicPartition, ErrorCode]:

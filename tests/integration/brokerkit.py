@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 START_TIMEOUT_S = 30
 
@@ -125,25 +126,32 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)[topic].result(timeout)
 
 
-def read_values(bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 20) -> list[bytes]:
+def read_values(
+    bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 20, client: Any = None,
+    partitions: int | None = None,
+) -> list[bytes]:
     """Every value of ``topic`` from the start (assigned, no group), in partition then offset order;
-    reads on for a second past ``expected`` so that extra records would be seen."""
-    from confluent_kafka import Consumer, TopicPartition
+    reads on for a second past ``expected`` so that extra records would be seen. ``client``: the
+    module with ``Consumer`` and ``TopicPartition`` (confluent_kafka, or logstore.client);
+    ``partitions``: how many (else asked of the broker). A message with an error fails the read."""
+    if client is None:
+        import confluent_kafka as client
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "unused", "isolation.level": isolation,
+    consumer = client.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}", "isolation.level": isolation,
         "enable.auto.commit": False,
     })  # fmt: skip
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, 0) for p in sorted(partitions)])
+    if partitions is None:
+        partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    consumer.assign([client.TopicPartition(topic, p, 0) for p in range(partitions)])
     values: list[tuple[int, int, bytes]] = []
     deadline = time.monotonic() + timeout
     idle_until: float | None = None
     try:
         while time.monotonic() < deadline:
-            for message in consumer.consume(500, 0.2):
-                if message.error() is None:
-                    values.append((message.partition() or 0, message.offset() or 0, message.value() or b""))
+            for message in consumer.consume(1000, 0.2):
+                assert message.error() is None, message.error()
+                values.append((message.partition() or 0, message.offset() or 0, message.value() or b""))
             if len(values) >= expected:
                 idle_until = idle_until or time.monotonic() + 1.0
                 if time.monotonic() > idle_until:

@@ -8,12 +8,12 @@ read_uncommitted. Every wait is bounded.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any
 
 import pytest
 from brokerkit import BrokerProcess, create_topic, read_values
 
+import logstore.client
 from logstore.client import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from logstore.client.admin import AdminClient, NewTopic
 from logstore.client.config import ConfigError
@@ -31,30 +31,9 @@ def txn_producer(bootstrap: str, txn_id: str, **extra: Any) -> Producer:
     return producer
 
 
-def logstore_values(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int,
-                    timeout: float = 20) -> list[bytes]:  # fmt: skip
-    """Every value of ``topic`` read by logstore's Consumer (assigned, from offset 0), in partition
-    then offset order; reads on for a second past ``expected`` so that extra records would be seen."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4()}", "isolation.level": isolation,
-        "enable.auto.commit": False,
-    })  # fmt: skip
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values: list[tuple[int, int, bytes]] = []
-    deadline = time.monotonic() + timeout
-    idle_until = None
-    try:
-        while time.monotonic() < deadline:
-            for message in consumer.consume(1000, 0.2):
-                assert message.error() is None, message.error()
-                values.append((message.partition(), message.offset(), message.value()))
-            if len(values) >= expected:
-                idle_until = idle_until or time.monotonic() + 1.0
-                if time.monotonic() > idle_until:
-                    break
-    finally:
-        consumer.close()
-    return [value for _, _, value in sorted(values)]
+def logstore_values(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int) -> list[bytes]:
+    """Every value of ``topic`` read by logstore's Consumer (see brokerkit.read_values)."""
+    return read_values(bootstrap, topic, isolation, expected, client=logstore.client, partitions=partitions)
 
 
 def committed_offsets(bootstrap: str, group: str, partitions: list[TopicPartition]) -> list[int]:
