@@ -47,6 +47,7 @@ from logstore.protocol import (
     parse_header,
 )
 from logstore.protocol.framing import Frame, FrameReader, FrameSizeError
+from logstore.security import ANONYMOUS, KafkaPrincipal
 from logstore.storage.checkpoints import write_atomically
 from logstore.storage.log_manager import LogManager
 from logstore.storage.manager import Store
@@ -78,14 +79,25 @@ class RequestContext:
     def version(self) -> int:
         return self.header.api_version
 
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who sent the request: ``User:ANONYMOUS`` until TLS or SASL authenticates the connection."""
+        return self.connection.principal
+
 
 class Connection(asyncio.BufferedProtocol):
     """One client connection: frames in (see framing.py), responses out in request order."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(
+        self, broker: Broker, listener_name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT"
+    ) -> None:
         self.broker = broker
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.client_host = "?"
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.principal: KafkaPrincipal = ANONYMOUS
         self.closed = False
         self.last_active = time.monotonic()
         self.busy = False
@@ -107,6 +119,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = typing.cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.client_host = peer[0] if isinstance(peer, tuple) else str(peer)
         self.broker.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
