@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from logstore.records.batch import CONTROL_NONE, producer_batches
+from logstore.records.batch import CONTROL_NONE, parse_batches, producer_batches
+from logstore.records.builder import MARKER_VALUE as _MARKER_VALUE
 from logstore.storage.checkpoints import write_atomically
 from logstore.storage.log import Log
 
@@ -58,6 +59,9 @@ class ProducerEntry:
         default_factory=lambda: collections.deque(maxlen=BATCHES_KEPT)
     )
     last_ms: float = 0.0
+    # The transaction coordinator epoch of the last marker (Kafka's ``coordinatorEpoch``): a marker
+    # from an older coordinator (one that lost __transaction_state's partition) is fenced.
+    coordinator_epoch: int = -1
 
 
 def last_sequence(first: int, offset_delta: int) -> int:
@@ -118,20 +122,34 @@ class PartitionProducers:
         entry.batches.append(BatchSpan(first, last, first_offset, last_offset))
         entry.last_ms = time.time() * 1000
 
-    def check_marker(self, producer_id: int, epoch: int) -> ErrorCode:
-        """Whether a transaction marker of ``epoch`` may be written: not below the producer's epoch."""
+    def check_epoch(self, producer_id: int, epoch: int) -> ErrorCode:
+        """INVALID_PRODUCER_EPOCH when ``epoch`` is below the producer's (a fenced producer)."""
         entry = self.entries.get(producer_id)
         if entry is not None and epoch < entry.epoch:
             return ErrorCode.invalid_producer_epoch
         return ErrorCode.none
 
-    def record_marker(self, producer_id: int, epoch: int) -> None:
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> ErrorCode:
+        """Whether a transaction marker of ``epoch`` may be written: not below the producer's epoch
+        (INVALID_PRODUCER_EPOCH), and not from a coordinator older than the last marker's
+        (TRANSACTION_COORDINATOR_FENCED: a zombie coordinator, as Kafka's ``checkCoordinatorEpoch``)."""
+        entry = self.entries.get(producer_id)
+        if entry is None:
+            return ErrorCode.none
+        if coordinator_epoch < entry.coordinator_epoch:
+            return ErrorCode.transaction_coordinator_fenced
+        return self.check_epoch(producer_id, epoch)
+
+    def record_marker(self, producer_id: int, epoch: int, coordinator_epoch: int = -1) -> None:
         """A transaction marker was appended: a newer epoch (the coordinator fenced the producer)
         replaces the entry, whose next batch then starts at sequence 0 (Kafka's
-        ``maybeUpdateProducerEpoch``); the same epoch keeps the sequences going."""
+        ``maybeUpdateProducerEpoch``); the same epoch keeps the sequences going. The marker's
+        coordinator epoch is kept (the highest seen)."""
         entry = self.entries.get(producer_id)
         if entry is None or epoch > entry.epoch:
-            entry = self.entries[producer_id] = ProducerEntry(epoch)
+            kept = -1 if entry is None else entry.coordinator_epoch
+            entry = self.entries[producer_id] = ProducerEntry(epoch, coordinator_epoch=kept)
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         entry.last_ms = time.time() * 1000
 
     @classmethod
@@ -153,10 +171,25 @@ class PartitionProducers:
             )
             for pid, epoch, first, delta, base, control in rows:
                 if control != CONTROL_NONE:
-                    state.record_marker(pid, epoch)
+                    state.record_marker(pid, epoch, _marker_coordinator_epoch(log, base))
                 else:
                     state.record(pid, epoch, first, last_sequence(first, delta), base, base + delta)
         return state
+
+
+def _marker_coordinator_epoch(log: Log, offset: int) -> int:
+    """The coordinator epoch in the transaction marker at ``offset`` (its one control record's
+    value: version, coordinator epoch), -1 where it cannot be read. O(one batch): markers are
+    read one by one at rebuild, and a log holds one per transaction per partition."""
+    with contextlib.suppress(Exception):
+        view = log.read(offset, 256, upto="log_end").view
+        for batch in parse_batches(view, allow_partial=True):
+            if batch.base_offset == offset and batch.is_control:
+                value = batch.records[0].value
+                if value is not None and len(value) >= _MARKER_VALUE.size:
+                    return int(_MARKER_VALUE.unpack_from(value, 0)[1])
+            break
+    return -1
 
 
 class ProducerIds:

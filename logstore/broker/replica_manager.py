@@ -292,7 +292,7 @@ class ReplicaManager:
             return AppendResult(partition)
         log = partition.log
         state = partition.producers
-        error = state.check_marker(producer_id, epoch)
+        error = state.check_marker(producer_id, epoch, coordinator_epoch)
         if error != ErrorCode.none:
             return AppendResult(error, log_start=log.log_start_offset)
         _ = log.transactions  # built before the append, so that it reports what the marker completes
@@ -302,7 +302,7 @@ class ReplicaManager:
         except (LogstoreError, OSError) as e:
             _log.error("writing a transaction marker to %s-%d failed: %s", topic, index, e)
             return AppendResult(error_for(e), message=str(e))
-        state.record_marker(producer_id, epoch)
+        state.record_marker(producer_id, epoch, coordinator_epoch)
         partition.check_offsets()
         if self.replicated:
             partition.maybe_advance_high_watermark()

@@ -90,6 +90,10 @@ def ensure_transaction_topic(broker: Broker) -> int:
     return wanted
 
 
+# Marker errors that retrying cannot mend (Kafka gives up on the transaction's markers).
+_MARKER_STALE = frozenset({ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced})
+
+
 class BrokerTransactionIO:
     """The broker's side of the transaction coordinator (see the module doc)."""
 
@@ -152,6 +156,11 @@ class BrokerTransactionIO:
                 errors = await self._send(leader, producer_id, epoch, coordinator_epoch, commit, tps)
                 for tp, error in errors.items():
                     if error == ErrorCode.none:
+                        done.add(tp)
+                    elif error in _MARKER_STALE:
+                        # Kafka's TransactionMarkerRequestCompletionHandler: the producer's epoch or
+                        # the coordinator's has moved on; a newer coordinator owns this ending.
+                        _log.info("marker for producer %d on %s-%d: %s; not retried", producer_id, *tp, error.name)
                         done.add(tp)
                     elif attempt % 50 == 0:
                         _log.info(

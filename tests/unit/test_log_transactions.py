@@ -110,3 +110,28 @@ def test_segment_deletion_takes_its_txnindex(log: Log) -> None:
     log.delete_records(3)
     assert not os.path.exists(path)
     assert log.aborted_transactions(0, 4) == []
+
+
+def test_markers_from_an_older_coordinator_are_fenced(log: Log) -> None:
+    """Kafka's checkCoordinatorEpoch: once a marker of coordinator epoch 3 is written, a marker
+    from epoch 2 (a zombie coordinator) is TRANSACTION_COORDINATOR_FENCED, also after the
+    producer state is rebuilt from the log (the epoch is read back from the marker's value)."""
+    from kio.schema.errors import ErrorCode
+
+    from logstore.broker.producers import PartitionProducers
+
+    state = PartitionProducers()
+    assert state.check_marker(7, 0, 2) == ErrorCode.none  # unknown producer: anything goes
+    log.append_batch(txn_batch(7, 0))
+    log.append_batch(marker(7, commit=True))  # coordinator epoch 3
+    state.record_marker(7, 0, 3)
+    assert state.check_marker(7, 0, 2) == ErrorCode.transaction_coordinator_fenced
+    assert state.check_marker(7, 0, 3) == ErrorCode.none
+    assert state.check_marker(7, 1, 4) == ErrorCode.none
+    state.record_marker(7, 1, 4)  # a new producer epoch keeps the coordinator epoch
+    assert state.check_marker(7, 1, 3) == ErrorCode.transaction_coordinator_fenced
+    assert state.check_marker(7, 0, 4) == ErrorCode.invalid_producer_epoch
+    rebuilt = PartitionProducers.rebuild(log)
+    assert rebuilt.entries[7].coordinator_epoch == 3
+    assert rebuilt.check_marker(7, 0, 2) == ErrorCode.transaction_coordinator_fenced
+    assert rebuilt.check_epoch(7, 0) == ErrorCode.none

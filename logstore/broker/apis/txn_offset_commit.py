@@ -71,7 +71,7 @@ async def _commit(ctx: RequestContext, request: Any) -> tuple[ErrorCode, dict[tu
     partition = broker.replica_manager.leader_partition(OFFSETS_TOPIC, index)
     if not isinstance(partition, Partition):
         return ErrorCode.not_coordinator, {}
-    error = partition.producers.check_marker(request.producer_id, request.producer_epoch)
+    error = partition.producers.check_epoch(request.producer_id, request.producer_epoch)
     if error != ErrorCode.none:
         return ErrorCode.producer_fenced, {}
     batch = bytearray(
