@@ -157,17 +157,5 @@ class LocalController:
         return self.store.set_topic_overrides(name, config)
 
     def set_defaults(self, defaults: Mapping[str, Any]) -> None:
-        """New log defaults for the Store: new topics start from them, and each topic's config is
-        rebuilt over them (its overrides kept), installed in its logs and its file rewritten.
-
-        The Store has no public call for this (its defaults are fixed when it opens), so this
-        reaches into it under its lock; a ``Store.set_defaults`` would be the clean home."""
-        store = self.store
-        LogConfig.from_dict({}, defaults=defaults)  # fail before changing anything
-        with store._lock:
-            store.defaults = dict(defaults)
-            for name in store.topics():
-                current = store.topic_config(name)
-                rebuilt = LogConfig.from_dict(dict(current.overrides), defaults=store.defaults)
-                if rebuilt.values != current.values or rebuilt.defaults != current.defaults:
-                    store._install_config(name, rebuilt)
+        """New log defaults for the Store (see :meth:`Store.set_defaults`)."""
+        self.store.set_defaults(defaults)

@@ -203,6 +203,21 @@ class Store:
             self._check_open()
             return self._install_config(name, self.topic_config(name).with_overrides_replaced(config))
 
+    def set_defaults(self, defaults: Mapping[str, Any]) -> None:
+        """New log defaults (dynamic broker configs): new topics start from them, and each topic's
+        config is rebuilt over them (its overrides kept), installed in its logs and its file
+        rewritten where it changed. A bad default raises InvalidConfigError and changes nothing.
+        O(topics)."""
+        LogConfig.from_dict({}, defaults=defaults)  # fail before changing anything
+        with self._lock:
+            self._check_open()
+            self.defaults = dict(defaults)
+            for name in self.topics():
+                current = self.topic_config(name)
+                rebuilt = LogConfig.from_dict(dict(current.overrides), defaults=self.defaults)
+                if rebuilt.values != current.values or rebuilt.defaults != current.defaults:
+                    self._install_config(name, rebuilt)
+
     def _install_config(self, name: str, new: LogConfig) -> LogConfig:
         self._topic_configs[name] = new
         self.log_manager.set_config(name, new)
