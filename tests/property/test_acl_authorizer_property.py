@@ -26,11 +26,13 @@ from logstore.security.acls import (
 from logstore.security.authorizer import Authorizer, MemoryAclStore
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-TYPES = [ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID]
+TYPES = [ResourceType.TOPIC, ResourceType.GROUP]
 NAMES = ["a", "ab", "abc", "abd", "b", "ba", "*", "x"]
-PRINCIPALS = ["User:alice", "User:bob", "User:*", "Group:ops"]
-HOSTS = ["*", "10.0.0.1", "10.0.0.2"]
+PRINCIPALS = ["User:alice", "User:*", "Group:ops"]
+HOSTS = ["*", "10.0.0.1"]
 OPS = [op for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY)]
+# Dense enough that DENY ALL, implications and wildcards meet the queries often.
+ACL_OPS = [*OPS, AclOperation.ALL, AclOperation.ALL, AclOperation.READ, AclOperation.DESCRIBE, AclOperation.ALTER_CONFIGS]
 QUERY_OPS = [op for op in OPS if op != AclOperation.ALL]
 
 bindings = st.builds(
@@ -39,11 +41,11 @@ bindings = st.builds(
         AccessControlEntry(principal, host, op, AclPermissionType.ALLOW if allow else AclPermissionType.DENY),
     ),
     st.sampled_from(TYPES), st.sampled_from(NAMES), st.booleans(), st.sampled_from(PRINCIPALS),
-    st.sampled_from(HOSTS), st.sampled_from(OPS), st.booleans(),
+    st.sampled_from(HOSTS), st.sampled_from(ACL_OPS), st.booleans(),
 )  # fmt: skip
 queries = st.tuples(
-    st.sampled_from(["User:alice", "User:bob", "User:carol", "Group:ops"]),
-    st.sampled_from(["10.0.0.1", "10.0.0.2", "10.0.0.3"]),
+    st.sampled_from(["User:alice", "User:bob", "Group:ops"]),
+    st.sampled_from(["10.0.0.1", "10.0.0.2"]),
     st.sampled_from(QUERY_OPS),
     st.sampled_from(TYPES),
     st.sampled_from(["a", "ab", "abc", "abcd", "b", "ba", "bb", "x", "zz"]),
@@ -136,10 +138,10 @@ def _split(principal: str) -> tuple[str, str]:
 
 @SETTINGS
 @given(
-    st.sets(bindings, max_size=25),
+    st.sets(bindings, max_size=40),
     st.sets(st.sampled_from(["User:bob", "Group:ops"]), max_size=1),
     st.booleans(),
-    st.lists(queries, min_size=1, max_size=30),
+    st.lists(queries, min_size=1, max_size=60),
     st.data(),
 )
 def test_authorize_matches_oracle(acls, supers, allow_if_none, qs, data) -> None:
