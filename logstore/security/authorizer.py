@@ -18,7 +18,7 @@ O on resource R of type T):
 KIP-679's idempotent producers need WRITE on any topic).
 
 Index and cost. ACLs are kept by pattern in ``_Index``: literal ones in a dict
-keyed by ``(type, name)``, prefixed ones in a dict keyed by ``(type, prefix)``
+per resource type keyed by name, prefixed ones in a dict per type keyed by prefix,
 with, per type, the sorted distinct prefix lengths; each value maps a principal
 string to its ``(host, operation, permission)`` tuples. A check costs one dict
 lookup for the literal name, one for ``*``, and one per distinct prefix length
@@ -196,8 +196,8 @@ class FileAclStore(MemoryAclStore):
 class _Index:
     """The lookup structures (see the module doc); replaced whole at each change."""
 
-    literal: dict[tuple[int, str], _Entries] = field(default_factory=dict)
-    prefixed: dict[tuple[int, str], _Entries] = field(default_factory=dict)
+    literal: dict[int, dict[str, _Entries]] = field(default_factory=dict)
+    prefixed: dict[int, dict[str, _Entries]] = field(default_factory=dict)
     prefix_lengths: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
@@ -256,6 +256,9 @@ class Authorizer:
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._index = _Index()
         self._cache: dict[tuple[str, str, str, int, int, str], bool] = {}
+        # The request path's own cache (security/operations.py ``allowed``): (api key, resource
+        # type, role, principal type, principal name, host, name) -> allowed. Cleared with _cache.
+        self.checks: dict[tuple[int, int, str, str, str, str, str], bool] = {}
         self.reload()
 
     @classmethod
@@ -293,21 +296,24 @@ class Authorizer:
             return True
         index = self._index
         found: list[_Entries] = []
-        entries = index.literal.get((resource_type, name))
-        if entries is not None:
-            found.append(entries)
-        if name != WILDCARD_RESOURCE:
-            entries = index.literal.get((resource_type, WILDCARD_RESOURCE))
+        literal = index.literal.get(resource_type)
+        if literal is not None:
+            entries = literal.get(name)
             if entries is not None:
                 found.append(entries)
-        size = len(name)
-        prefixed = index.prefixed
-        for length in index.prefix_lengths.get(resource_type, ()):
-            if length > size:
-                break
-            entries = prefixed.get((resource_type, name[:length]))
-            if entries is not None:
-                found.append(entries)
+            if name != WILDCARD_RESOURCE:
+                entries = literal.get(WILDCARD_RESOURCE)
+                if entries is not None:
+                    found.append(entries)
+        prefixed = index.prefixed.get(resource_type)
+        if prefixed is not None:
+            size = len(name)
+            for length in index.prefix_lengths[resource_type]:
+                if length > size:
+                    break
+                entries = prefixed.get(name[:length])
+                if entries is not None:
+                    found.append(entries)
         if not found:
             return self.allow_if_no_acl
         granting = _GRANTING[operation]
@@ -441,27 +447,25 @@ class Authorizer:
         old = self._index
         literal = {} if rebuild else dict(old.literal)
         prefixed = {} if rebuild else dict(old.prefixed)
-        touched_types: set[int] = set()
+        copied: set[tuple[int, int]] = set()  # (pattern type, resource type) inner dicts copied
         for pattern, entries in changed.items():
-            key = (int(pattern.resource_type), pattern.name)
-            target = literal if pattern.pattern_type == PatternType.LITERAL else prefixed
+            resource_type = int(pattern.resource_type)
+            outer = literal if pattern.pattern_type == PatternType.LITERAL else prefixed
+            if (pattern.pattern_type, resource_type) not in copied:
+                outer[resource_type] = dict(outer.get(resource_type, {}))
+                copied.add((pattern.pattern_type, resource_type))
+            inner = outer[resource_type]
             if entries:
                 acls[pattern] = frozenset(entries)
-                target[key] = _entries_of(entries)
+                inner[pattern.name] = _entries_of(entries)
             else:
                 acls.pop(pattern, None)
-                target.pop(key, None)
-            if pattern.pattern_type == PatternType.PREFIXED:
-                touched_types.add(key[0])
-        lengths = {} if rebuild else dict(old.prefix_lengths)
-        if rebuild:
-            touched_types = {t for t, _ in prefixed}
-        for resource_type in touched_types:
-            found = sorted({len(n) for t, n in prefixed if t == resource_type})
-            if found:
-                lengths[resource_type] = tuple(found)
-            else:
-                lengths.pop(resource_type, None)
+                inner.pop(pattern.name, None)
+        for outer in (literal, prefixed):
+            for resource_type in [t for t, inner in outer.items() if not inner]:
+                del outer[resource_type]
+        lengths = {t: tuple(sorted({len(n) for n in inner})) for t, inner in prefixed.items()}
         self._acls = acls
         self._index = _Index(literal, prefixed, lengths)
         self._cache = {}
+        self.checks = {}

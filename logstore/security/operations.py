@@ -34,6 +34,7 @@ from logstore.security.acls import (
     ResourceType,
     bits,
 )
+from logstore.security.authorizer import CACHE_MAX
 
 if TYPE_CHECKING:
     from logstore.broker.server import RequestContext
@@ -214,16 +215,38 @@ def operation(api_key: int, resource_type: ResourceType, role: str = "") -> AclO
 
 
 def allowed(ctx: RequestContext, resource_type: ResourceType, name: str, role: str = "") -> bool:
-    """May the request's principal do what its API needs (the table) on this resource?"""
+    """May the request's principal do what its API needs (the table) on this resource?
+
+    Cost: one attribute test without an authorizer; else one dict lookup when this question
+    was asked since the ACLs last changed (the authorizer's ``checks`` cache), else the
+    authorizer's rules (see its module doc).
+    """
     auth = ctx.broker.authorizer
     if auth is None:
         return True
-    op = _OPERATION[(ctx.header.api_key, resource_type, role)]
     connection = ctx.connection
     principal = connection.principal
-    return auth.authorize(
-        principal.principal_type, principal.name, connection.client_host, op, resource_type, name
+    api_key = ctx.header.api_key
+    key = (
+        api_key,
+        resource_type,
+        role,
+        principal.principal_type,
+        principal.name,
+        connection.client_host,
+        name,
     )
+    checks = auth.checks
+    found = checks.get(key)
+    if found is None:
+        op = _OPERATION[(api_key, resource_type, role)]
+        found = auth.authorize(
+            principal.principal_type, principal.name, connection.client_host, op, resource_type, name
+        )
+        if len(checks) >= CACHE_MAX:
+            checks.clear()
+        checks[key] = found
+    return found
 
 
 def allowed_cluster(ctx: RequestContext, role: str = "") -> bool:
