@@ -98,3 +98,18 @@ def test_file_store_survives_restart(tmp_path) -> None:
         f.write("{not json")
     with pytest.raises(ValueError, match="fix or remove it"):
         FileAclStore(str(tmp_path))
+
+
+def test_every_served_api_is_in_the_table_and_the_docs() -> None:
+    import pathlib
+
+    from logstore.broker.apis import registry
+    from logstore.security.operations import RULES, table_markdown
+
+    served = set(registry())
+    assert served - set(RULES) == {18}  # ApiVersions needs nothing
+    for key, (name, _) in RULES.items():
+        if key in served:
+            assert registry()[key].name == name, key
+    docs = pathlib.Path(__file__).resolve().parents[2] / "docs" / "acls.md"
+    assert table_markdown() in docs.read_text(), "docs/acls.md's table is not the code's: paste table_markdown()"
