@@ -75,7 +75,10 @@ class Acls:
         return self.api.ResourcePatternType[name.upper()]
 
     def _operation(self, op: AclOperation) -> Any:
-        return self.api.AclOperation[op.name]
+        try:
+            return self.api.AclOperation[op.name]
+        except KeyError:
+            raise AclsError(f"this client library has no operation {op.title}; use --client logstore") from None
 
     def add(
         self,
