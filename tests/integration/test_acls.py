@@ -275,8 +275,21 @@ def test_topic_admin(client: WireClient, acls: Acls) -> None:
         validate_only=False,
     )  # fmt: skip
     assert client.call(alter).responses[0].error_code == TOPIC_AUTH
+    ac = req(33, 2)
+    legacy_alter = ac.AlterConfigsRequest(
+        resources=(
+            ac.AlterConfigsResource(
+                resource_type=2,
+                resource_name="adm",
+                configs=(ac.AlterableConfig(name="retention.ms", value="70000"),),
+            ),
+        ),
+        validate_only=True,
+    )
+    assert client.call(legacy_alter).responses[0].error_code == TOPIC_AUTH
     acls.add(ResourceType.TOPIC, "adm", AclOperation.ALTER_CONFIGS)
     assert client.call(alter).responses[0].error_code == 0
+    assert client.call(legacy_alter).responses[0].error_code == 0
 
     dr = req(21, 2)
     delete_records = dr.DeleteRecordsRequest(
@@ -365,6 +378,7 @@ def test_group_apis(client: WireClient, acls: Acls) -> None:
     acls.add(ResourceType.GROUP, "g1", AclOperation.READ)
     assert client.call(find).coordinators[0].error_code == 0  # READ implies DESCRIBE
     assert client.call(heartbeat).error_code not in AUTH_ERRORS
+    assert client.call(join).error_code in (0, 79)  # MEMBER_ID_REQUIRED: past the check
     assert client.call(sync).error_code not in AUTH_ERRORS
     assert client.call(leave).error_code not in AUTH_ERRORS
     assert client.call(commit).topics[0].partitions[0].error_code == TOPIC_AUTH  # the topic now
@@ -498,6 +512,15 @@ def test_transactions(secured: BrokerProcess, client: WireClient, acls: Acls) ->
     add = dataclasses.replace(add, v3_and_below_producer_id=init.producer_id)
     assert client.call(add).results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
     assert client.call(ao).error_code == GROUP_AUTH  # READ on the group now
+    acls.add(ResourceType.GROUP, "txg", AclOperation.READ)
+    ao = dataclasses.replace(ao, producer_id=init.producer_id, producer_epoch=init.producer_epoch)
+    assert client.call(ao).error_code == 0
+    txn_commit = dataclasses.replace(
+        txn_commit, producer_id=init.producer_id, producer_epoch=init.producer_epoch
+    )
+    assert client.call(txn_commit).topics[0].partitions[0].error_code == TOPIC_AUTH  # READ on the topic now
+    acls.add(ResourceType.TOPIC, "tx-topic", AclOperation.READ)
+    assert client.call(txn_commit).topics[0].partitions[0].error_code not in AUTH_ERRORS
     assert describe_txn_error(client, dt) == 0  # WRITE implies DESCRIBE
     listed = client.call(req(66, 0).ListTransactionsRequest(state_filters=(), producer_id_filters=()))
     assert "tx1" in [s.transactional_id for s in listed.transaction_states]
@@ -601,6 +624,27 @@ def test_without_alter_on_the_cluster(broker_factory: Any) -> None:
         assert client.call(el).error_code == CLUSTER_AUTH
         ar = req(45, 0).AlterPartitionReassignmentsRequest(timeout=ms(5000), topics=())
         assert client.call(ar).error_code == CLUSTER_AUTH
+        wm = req(27, 1)
+        markers = wm.WriteTxnMarkersRequest(
+            markers=(
+                wm.WritableTxnMarker(
+                    producer_id=99, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+                    topics=(wm.WritableTxnMarkerTopic(name="t", partition_indexes=(0,)),),
+                ),
+            )
+        )  # fmt: skip
+        assert client.call(markers).markers[0].topics[0].partitions[0].error_code == CLUSTER_AUTH
+        ia = req(44, 1)
+        broker_config = ia.IncrementalAlterConfigsRequest(
+            resources=(
+                ia.AlterConfigsResource(
+                    resource_type=4, resource_name="",
+                    configs=(ia.AlterableConfig(name="log.retention.ms", config_operation=0, value="60000"),),
+                ),
+            ),
+            validate_only=True,
+        )  # fmt: skip
+        assert client.call(broker_config).responses[0].error_code == CLUSTER_AUTH
         dla = req(31, 3)
         delete = dla.DeleteAclsRequest(
             filters=(
