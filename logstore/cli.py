@@ -1,4 +1,4 @@
-"""The ``logstore`` command: broker, topics, produce, consume, groups, perf."""
+"""The ``logstore`` command: broker, topics, produce, consume, groups, acls, perf."""
 
 from __future__ import annotations
 
@@ -866,3 +866,9 @@ def reassign_partitions(bootstrap_server: str, timeout: float, plan_file: str | 
             click.echo(line)
     finally:
         admin.close()
+
+
+# ACLs (logstore acls add/remove/list): the commands live in acls_cli.py.
+from logstore.acls_cli import acls as _acls  # noqa: E402
+
+main.add_command(_acls)

@@ -156,6 +156,10 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "leader.replication.throttled.rate": ("long", LONG_MAX, 0),
     "follower.replication.throttled.rate": ("long", LONG_MAX, 0),
     "replica.alter.log.dirs.io.max.bytes.per.second": ("long", LONG_MAX, 0),
+    # Authorization (docs/acls.md): empty = none; Kafka's AclAuthorizer/StandardAuthorizer names enable ACLs.
+    "authorizer.class.name": ("string", "", None),
+    "super.users": ("string", None, None),
+    "allow.everyone.if.no.acl.found": ("boolean", False, None),
     "sasl.enabled.mechanisms": ("list", "GSSAPI", None),
     "sasl.mechanism.inter.broker.protocol": ("string", "GSSAPI", None),
     "sasl.kerberos.service.name": ("string", None, None),

@@ -75,8 +75,6 @@ ERROR_MESSAGES = {
     ErrorCode.group_id_not_found: "The group id does not exist.",
 }
 
-GROUP_OPERATIONS = sum(1 << code for code in (3, 6, 8))
-"""READ, DELETE and DESCRIBE: every operation on a group (AclOperation codes), as Kafka without an authorizer."""
 
 
 def millis(value: datetime.timedelta) -> int:

@@ -48,6 +48,7 @@ from logstore.protocol import (
 )
 from logstore.protocol.framing import Frame, FrameReader, FrameSizeError
 from logstore.security import ANONYMOUS, KafkaPrincipal
+from logstore.security.authorizer import Authorizer, build_authorizer
 from logstore.storage.checkpoints import write_atomically
 from logstore.storage.log_manager import LogManager
 from logstore.storage.manager import Store
@@ -305,6 +306,8 @@ class Broker:
         self.dynamic_config = DynamicBrokerConfig(config, self.node_id, FileConfigStore(self.data_dir))
         config = self.config = self.dynamic_config.config
         self.legacy_topic_configs = LegacyTopicConfigs(self.data_dir)  # message.format.version, ...
+        # ACLs (logstore/security): None without authorizer.class.name; checks: security/operations.py.
+        self.authorizer: Authorizer | None = build_authorizer(config, self.data_dir)
         self.cluster_id = config.cluster_id or self._load_cluster_id()
         self.metadata = MetadataCache(self.cluster_id)
         # Kafka's shape: handlers read the MetadataCache, append and read through the

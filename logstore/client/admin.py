@@ -49,6 +49,7 @@ from concurrent.futures import Future
 from enum import Enum, IntEnum
 from typing import Any, ClassVar, TypeVar
 
+from logstore.client.acls import AclBinding, AclBindingFilter, AclPermissionType, ResourcePatternType
 from logstore.client.cluster import BrokerMeta, Cluster
 from logstore.client.config import ClientConfig
 from logstore.client.consumer_protocol import ConsumerProtocolError, decode_assignment
@@ -76,6 +77,7 @@ ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 
 # Kafka's error codes this module acts on.
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -243,6 +245,8 @@ class AclOperation(Enum):
     DESCRIBE_CONFIGS = 10
     ALTER_CONFIGS = 11
     IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, AclOperation):
@@ -2131,11 +2135,109 @@ class AdminClient:
         self._submit([future], work)
         return future
 
+    # -- ACLs (DescribeAcls, CreateAcls, DeleteAcls; any broker answers) ------------------------
+
+    def _acl_request(self, api_key: int, fields: dict[str, Any], deadline: float) -> Any:
+        response = self._routed(api_key, ["acls"], lambda _: None, lambda _: fields,
+                                lambda r, _: {"acls": r}, _ANY_RETRY, lambda _: None, deadline)["acls"]  # fmt: skip
+        if isinstance(response, KafkaError):
+            raise KafkaException(response)
+        return response
+
+    @staticmethod
+    def _binding_of(item: Any, name_field: str = "resource_name") -> AclBinding:
+        pattern = getattr(item, "pattern_type", None)
+        if pattern is None:
+            pattern = item.resource_pattern_type
+        return AclBinding(
+            _enum_or_unknown(ResourceType, item.resource_type), getattr(item, name_field),
+            _enum_or_unknown(ResourcePatternType, pattern), item.principal, item.host,
+            _enum_or_unknown(AclOperation, item.operation), _enum_or_unknown(AclPermissionType, item.permission_type),
+        )  # fmt: skip
+
+    def create_acls(
+        self, acls: list[AclBinding], *, request_timeout: float | None = None
+    ) -> dict[AclBinding, Future[None]]:
+        """Add ACLs (CreateAcls): a future per binding, None or a KafkaException."""
+        bindings = _nonempty_list("acls", acls, AclBinding, "AclBinding")
+        _no_duplicates("acls", bindings)
+        deadline = self._deadline(request_timeout)
+        futures = {b: _future() for b in bindings}
+
+        def work() -> None:
+            response = self._acl_request(CREATE_ACLS, {"creations": [b.wire() for b in bindings]}, deadline)
+            results = list(response.results)
+            if len(results) != len(bindings):
+                raise KafkaException(local("_BAD_MSG", "CreateAcls: one result per ACL expected"))
+            _settle(futures, {
+                b: (_error(r.error_code, r.error_message) if r.error_code else None)
+                for b, r in zip(bindings, results, strict=True)
+            })  # fmt: skip
+
+        self._submit(futures.values(), work)
+        return futures
+
+    def describe_acls(
+        self, acl_binding_filter: AclBindingFilter, *, request_timeout: float | None = None
+    ) -> Future[list[AclBinding]]:
+        """The ACLs the filter matches (DescribeAcls)."""
+        if not isinstance(acl_binding_filter, AclBindingFilter):
+            raise TypeError("describe_acls expects an AclBindingFilter")
+        deadline = self._deadline(request_timeout)
+        future = _future()
+
+        def work() -> None:
+            response = self._acl_request(DESCRIBE_ACLS, acl_binding_filter.wire_filter(), deadline)
+            if response.error_code:
+                raise KafkaException(_error(response.error_code, response.error_message))
+            future.set_result([
+                AclBinding(
+                    _enum_or_unknown(ResourceType, r.resource_type), r.resource_name,
+                    _enum_or_unknown(ResourcePatternType, r.pattern_type), a.principal, a.host,
+                    _enum_or_unknown(AclOperation, a.operation), _enum_or_unknown(AclPermissionType, a.permission_type),
+                )
+                for r in response.resources
+                for a in r.acls
+            ])  # fmt: skip
+
+        self._submit([future], work)
+        return future
+
+    def delete_acls(
+        self, acl_binding_filters: list[AclBindingFilter], *, request_timeout: float | None = None
+    ) -> dict[AclBindingFilter, Future[list[AclBinding]]]:
+        """Remove the ACLs each filter matches (DeleteAcls): per filter, the ACLs removed."""
+        filters = _nonempty_list("acl_binding_filters", acl_binding_filters, AclBindingFilter, "AclBindingFilter")
+        _no_duplicates("acl_binding_filters", filters)
+        deadline = self._deadline(request_timeout)
+        futures = {f: _future() for f in filters}
+
+        def work() -> None:
+            response = self._acl_request(DELETE_ACLS, {"filters": [f.wire_filter() for f in filters]}, deadline)
+            results = list(response.filter_results)
+            if len(results) != len(filters):
+                raise KafkaException(local("_BAD_MSG", "DeleteAcls: one result per filter expected"))
+            _settle(futures, {
+                f: (_error(r.error_code, r.error_message) if r.error_code
+                    else [self._binding_of(m) for m in r.matching_acls])
+                for f, r in zip(filters, results, strict=True)
+            })  # fmt: skip
+
+        self._submit(futures.values(), work)
+        return futures
+
     def _deadline(self, request_timeout: Any) -> float:
         return time.monotonic() + _seconds("request_timeout", request_timeout, self._default_timeout)
 
 
 # -- response helpers ----------------------------------------------------------------------------
+
+
+def _enum_or_unknown(kind: Any, code: int) -> Any:
+    try:
+        return kind(int(code))
+    except ValueError:
+        return kind(0)
 
 
 def _topic_results(field: str) -> Callable[[Any, list[str]], dict[str, Any]]:
@@ -2250,7 +2352,10 @@ __all__ = [
     "RESOURCE_TOPIC",
     "RESOURCE_TRANSACTIONAL_ID",
     "RESOURCE_UNKNOWN",
+    "AclBinding",
+    "AclBindingFilter",
     "AclOperation",
+    "AclPermissionType",
     "AdminClient",
     "AlterConfigOpType",
     "BrokerMetadata",
@@ -2277,6 +2382,7 @@ __all__ = [
     "OffsetSpec",
     "PartitionMetadata",
     "PartitionReassignment",
+    "ResourcePatternType",
     "ResourceType",
     "TopicCollection",
     "TopicDescription",

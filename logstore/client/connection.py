@@ -68,6 +68,9 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     25: 3,  # AddOffsetsToTxn
     26: 3,  # EndTxn
     28: 3,  # TxnOffsetCommit
+    29: 3,  # DescribeAcls
+    30: 3,  # CreateAcls
+    31: 3,  # DeleteAcls
     32: 4,  # DescribeConfigs
     33: 2,  # AlterConfigs
     35: 4,  # DescribeLogDirs

@@ -78,6 +78,9 @@ _MODULES = (
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
 )
 
 

@@ -5,6 +5,10 @@ and the others OPERATION_NOT_ATTEMPTED (Kafka's KafkaApis); otherwise every
 partition gets the coordinator's answer (see
 :mod:`logstore.coordinator.transactions`). v0-v1 read PRODUCER_FENCED as
 INVALID_PRODUCER_EPOCH.
+
+With an authorizer (security/operations.py): WRITE on the transactional id (else
+every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic (else
+TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED).
 """
 
 from __future__ import annotations
@@ -17,15 +21,32 @@ from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.broker.transactions import coordinator_of, for_version
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(24, ctx.version).response_module
     metadata = ctx.broker.metadata
     wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
-    unknown = {tp for tp in wanted if not 0 <= tp[1] < (metadata.partition_count(tp[0]) or 0)}
-    if unknown:
-        errors = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted for tp in wanted}
+    denied: set[str] = set()
+    txn_id = request.v3_and_below_transactional_id
+    if ctx.broker.authorizer is not None:
+        if not operations.allowed(ctx, ResourceType.TRANSACTIONAL_ID, txn_id):
+            denied = {name for name, _ in wanted}
+        else:
+            names = {name for name, _ in wanted}
+            denied = names - operations.filter_allowed(ctx, ResourceType.TOPIC, names, str)
+    unknown = {tp for tp in wanted if tp[0] not in denied and not 0 <= tp[1] < (metadata.partition_count(tp[0]) or 0)}
+    if denied and not operations.allowed(ctx, ResourceType.TRANSACTIONAL_ID, txn_id):
+        errors = dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+    elif unknown or denied:
+        errors = {
+            tp: ErrorCode.topic_authorization_failed if tp[0] in denied
+            else ErrorCode.unknown_topic_or_partition if tp in unknown
+            else ErrorCode.operation_not_attempted
+            for tp in wanted
+        }  # fmt: skip
     else:
         error = await coordinator_of(ctx.broker).add_partitions(
             request.v3_and_below_transactional_id,

@@ -17,6 +17,10 @@ applied, a static key is INVALID_REQUEST "Cannot update these configs
 dynamically: Set(...)" (Kafka's KRaft answer), as is a bad value. Another
 broker id is INVALID_REQUEST, as is any other resource type, and a resource
 named twice in one request ("Duplicate resource.").
+
+With an authorizer (security/operations.py, for this API and IncrementalAlterConfigs):
+ALTER_CONFIGS on the topic, the cluster (BROKER, BROKER_LOGGER) or the group, else
+TOPIC_, CLUSTER_ or GROUP_AUTHORIZATION_FAILED for that resource.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from logstore.broker.server import Broker, RequestContext
 from logstore.errors import InvalidConfigError, LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
+from logstore.security import operations
 
 Outcome = tuple[ErrorCode, str | None]
 
@@ -142,6 +147,18 @@ def outcomes(resources: Any, alter: Callable[[Any], Outcome]) -> list[tuple[Any,
     return result
 
 
+def _authorized(ctx: RequestContext, alter: Callable[[Any], Outcome]) -> Callable[[Any], Outcome]:
+    """``alter`` behind the ALTER_CONFIGS check of the resource (security/operations.py)."""
+    if ctx.broker.authorizer is None:
+        return alter
+
+    def checked(resource: Any) -> Outcome:
+        denied = operations.config_resource_denied(ctx, resource.resource_type, resource.resource_name)
+        return denied if denied is not None else alter(resource)
+
+    return checked
+
+
 def respond(
     ctx: RequestContext, request: Any, api_key: int, response_class: str, alter: Callable[[Any], Outcome]
 ) -> Any:
@@ -155,7 +172,7 @@ def respond(
             resource_type=resource.resource_type,
             resource_name=resource.resource_name,
         )
-        for resource, error, message in outcomes(request.resources, alter)
+        for resource, error, message in outcomes(request.resources, _authorized(ctx, alter))
     )
     return build(getattr(module, response_class), throttle_time=NO_THROTTLE, responses=responses)
 

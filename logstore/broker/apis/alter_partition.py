@@ -9,6 +9,9 @@ ISR conditionally and answers the partition's new state. A broker that is
 not the controller answers NOT_CONTROLLER; a stale leader FENCED_LEADER_EPOCH
 or NOT_LEADER_OR_FOLLOWER; a stale partition epoch INVALID_UPDATE_VERSION
 (the leader waits for the controller's next word, then retries).
+
+With an authorizer: CLUSTER_ACTION on the cluster (brokers), else
+CLUSTER_AUTHORIZATION_FAILED (security/operations.py).
 """
 
 from __future__ import annotations
@@ -21,16 +24,19 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(56, ctx.version).response_module
     link = ctx.broker.cluster_link
-    if link is None or not link.is_controller:
+    if not operations.allowed_cluster(ctx) or link is None or not link.is_controller:
         return build(
             module.AlterPartitionResponse,
             throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.not_controller,
+            error_code=(
+                ErrorCode.not_controller if operations.allowed_cluster(ctx) else ErrorCode.cluster_authorization_failed
+            ),
             topics=(),
         )
     loop = asyncio.get_running_loop()

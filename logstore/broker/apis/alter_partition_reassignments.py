@@ -9,6 +9,9 @@ per partition: NONE, INVALID_REPLICA_ASSIGNMENT (with Kafka's message),
 UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS. From v1 (KIP-860)
 ``allow_replication_factor_change`` false refuses a target of another size
 with INVALID_REPLICATION_FACTOR. Progress: ListPartitionReassignments.
+
+With an authorizer: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+(security/operations.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.cluster.controller import ControllerMovedError
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -33,7 +37,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
     link = ctx.broker.cluster_link
     top, top_message = ErrorCode.none, None
-    if link is None or not link.is_controller:
+    if not operations.allowed_cluster(ctx):
+        top, top_message = ErrorCode.cluster_authorization_failed, "ALTER on the cluster is needed"
+    elif link is None or not link.is_controller:
         top = ErrorCode.not_controller
         top_message = "This broker is not the controller: send the request to the controller"
     else:

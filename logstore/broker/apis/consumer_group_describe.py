@@ -9,6 +9,9 @@ consumer group answers GROUP_ID_NOT_FOUND ("Group ... is not a consumer
 group." for a classic one), an empty group id INVALID_GROUP_ID, another
 coordinator's group NOT_COORDINATOR. Authorized operations are every group
 operation when asked for (no authorizer).
+
+With an authorizer (security/operations.py): DESCRIBE on each group, else
+GROUP_AUTHORIZATION_FAILED for it; authorized_operations are the principal's.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.groups import ERROR_MESSAGES, GROUP_OPERATIONS, coordinator_of
+from logstore.broker.groups import ERROR_MESSAGES, coordinator_of
 from logstore.broker.server import RequestContext
 from logstore.coordinator.consumer_membership import DescribedPartitions
 from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 CONSUMER_MEMBER_TYPE = 1
 
@@ -43,6 +48,11 @@ def _described(ctx: RequestContext, module: Any, group_id: str, include: bool) -
         return build(
             module.DescribedGroup, error_code=ErrorCode.invalid_group_id, error_message=None, group_id=group_id,
             group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+        )  # fmt: skip
+    if not operations.allowed(ctx, ResourceType.GROUP, group_id):
+        return build(
+            module.DescribedGroup, error_code=ErrorCode.group_authorization_failed, error_message=None,
+            group_id=group_id, group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
         )  # fmt: skip
     group = coordinator_of(ctx.broker).consumer_group_describe(group_id)
     message = group.message
@@ -76,7 +86,11 @@ def _described(ctx: RequestContext, module: Any, group_id: str, include: bool) -
         assignment_epoch=group.assignment_epoch,
         assignor_name=group.assignor_name,
         members=members,
-        authorized_operations=GROUP_OPERATIONS if include and ok else AUTHORIZED_OPERATIONS_UNKNOWN,
+        authorized_operations=(
+            operations.authorized_operations(ctx, ResourceType.GROUP, group_id)
+            if include and ok
+            else AUTHORIZED_OPERATIONS_UNKNOWN
+        ),
     )
 
 

@@ -11,6 +11,10 @@ waits until the ISR has the group's records (Kafka writes them with acks=-1).
 v0 lets the coordinator pick the member id; from v1 the member generates it
 (KIP-1082) and may subscribe with a regular expression (matched whole against
 the topic names, internal topics left out).
+
+With an authorizer (security/operations.py): READ on the group (else
+GROUP_AUTHORIZATION_FAILED) and DESCRIBE on each subscribed topic name (else
+TOPIC_AUTHORIZATION_FAILED naming them).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from logstore.broker.groups import await_group_replicated, client_host, coordina
 from logstore.broker.server import RequestContext
 from logstore.coordinator.consumer_membership import HeartbeatRequest, HeartbeatResult
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 _NULL_TOPIC = uuid.UUID(int=0)
 
@@ -55,8 +61,28 @@ def _request(ctx: RequestContext, request: Any) -> HeartbeatRequest:
     )
 
 
+def _denied(ctx: RequestContext, request: Any) -> tuple[ErrorCode, str | None] | None:
+    """READ on the group; DESCRIBE on every subscribed topic name (Kafka 4.0); None if allowed."""
+    if ctx.broker.authorizer is None:
+        return None
+    if not operations.allowed(ctx, ResourceType.GROUP, request.group_id):
+        return ErrorCode.group_authorization_failed, None
+    names = request.subscribed_topic_names or ()
+    denied = sorted(set(names) - operations.filter_allowed(ctx, ResourceType.TOPIC, names, str))
+    if denied:
+        return ErrorCode.topic_authorization_failed, f"The following topics are not authorized: {', '.join(denied)}"
+    return None
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(68, ctx.version).response_module
+    denied = _denied(ctx, request)
+    if denied is not None:
+        return build(
+            module.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=denied[0],
+            error_message=denied[1], member_id=None, member_epoch=0,
+            heartbeat_interval=datetime.timedelta(0), assignment=None,
+        )  # fmt: skip
     result = coordinator_of(ctx.broker).consumer_group_heartbeat(_request(ctx, request))
     if result.error == ErrorCode.none and result.wrote:  # in a cluster: once the ISR has the records
         replicated = await await_group_replicated(ctx.broker, request.group_id)

@@ -8,6 +8,9 @@ each naming only this broker once (else INVALID_REPLICA_ASSIGNMENT, with
 Kafka's messages). ``validate_only`` checks and changes nothing. The new
 partitions exist (empty, on disk) when the response is sent; the request
 timeout is not used.
+
+With an authorizer: ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED
+(security/operations.py).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from logstore.broker.server import Broker, RequestContext
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 _log = logging.getLogger("logstore.broker")
 
@@ -68,7 +73,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for topic in request.topics:
         if counts[topic.name] > 1:
             continue
-        error, message = _grow(ctx.broker, topic, request.validate_only)
+        if operations.allowed(ctx, ResourceType.TOPIC, topic.name):
+            error, message = _grow(ctx.broker, topic, request.validate_only)
+        else:
+            error, message = ErrorCode.topic_authorization_failed, "The topic authorization is failed."
         results.append(
             build(
                 module.CreatePartitionsTopicResult, name=topic.name, error_code=error, error_message=message

@@ -23,6 +23,11 @@ carries the partition count, replication factor and the topic's resulting
 configs (as DescribeConfigs reports them); v7 adds the topic ID (the zero
 UUID for ``validate_only``: no topic exists). The request timeout is not
 used: creation is done when the response is sent. kio starts at v2.
+
+With an authorizer (security/operations.py): CREATE on the cluster, or on each
+topic (else TOPIC_AUTHORIZATION_FAILED); the configs in the answer (v5+) need
+DESCRIBE_CONFIGS on the topic (else topic_config_error_code
+TOPIC_AUTHORIZATION_FAILED and none).
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ from logstore.broker.server import Broker, RequestContext
 from logstore.errors import InvalidArgumentError, InvalidConfigError, LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 from logstore.storage.config import LogConfig
 from logstore.storage.manager import validate_topic_name
 
@@ -214,10 +221,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(19, ctx.version).response_module
     counts = Counter(topic.name for topic in request.topics)
     results = []
+    auth = ctx.broker.authorizer
+    on_cluster = auth is None or operations.allowed_cluster(ctx)
     for topic in request.topics:
         if counts[topic.name] > 1:
             continue
         fields: dict[str, Any] = {"topic_id": _ZERO_UUID, "configs": ()}
+        describable = auth is None or operations.allowed(ctx, ResourceType.TOPIC, topic.name, "configs")
+        if not describable:
+            fields["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+        if not (on_cluster or operations.allowed(ctx, ResourceType.TOPIC, topic.name)):
+            fields.update(error_code=ErrorCode.topic_authorization_failed, error_message="Authorization failed.")
+            results.append(build(module.CreatableTopicResult, name=topic.name, **fields))
+            continue
         try:
             partitions, factor, config, topic_id, legacy = await asyncio.get_running_loop().run_in_executor(
                 None, _create, ctx.broker, topic, request.validate_only
@@ -231,7 +247,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id=topic_id,
                 num_partitions=partitions,
                 replication_factor=factor,
-                configs=_config_results(ctx, module, config, legacy) if ctx.version >= 5 else (),
+                configs=_config_results(ctx, module, config, legacy) if ctx.version >= 5 and describable else (),
             )
         results.append(build(module.CreatableTopicResult, name=topic.name, **fields))
     for name in (name for name, count in counts.items() if count > 1):

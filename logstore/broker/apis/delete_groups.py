@@ -3,22 +3,31 @@
 An Empty group is deleted (tombstones for its offsets and metadata go to
 ``__consumer_offsets``); a group with members answers NON_EMPTY_GROUP, an
 unknown one GROUP_ID_NOT_FOUND. A group named twice gets one result.
+
+With an authorizer: DELETE on each group, else GROUP_AUTHORIZATION_FAILED for it
+(security/operations.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from logstore.broker.apis import Api
 from logstore.broker.groups import coordinator_of
 from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(42, ctx.version).response_module
     names = list(dict.fromkeys(request.groups_names))
-    errors = coordinator_of(ctx.broker).delete_groups(names)
+    allowed = [name for name in names if operations.allowed(ctx, ResourceType.GROUP, name)]
+    errors = dict.fromkeys(names, ErrorCode.group_authorization_failed)
+    errors.update(coordinator_of(ctx.broker).delete_groups(allowed) if allowed else {})
     results = tuple(
         build(module.DeletableGroupResult, group_id=name, error_code=errors[name]) for name in names
     )

@@ -13,6 +13,9 @@ a topic whose ``cleanup.policy`` lacks ``delete`` POLICY_VIOLATION. The new
 log start is kept in memory at once and written with the
 ``log-start-offset`` checkpoint (periodically and on clean shutdown, as in
 Kafka). The request timeout is not used: there are no followers to wait for.
+
+With an authorizer: DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED
+for its partitions (security/operations.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from logstore.broker.server import Broker, RequestContext
 from logstore.broker.topics import INTERNAL_TOPICS, error_for
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 HIGH_WATERMARK = -1
 
@@ -54,8 +59,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
+        allowed = operations.allowed(ctx, ResourceType.TOPIC, topic.name)
         for partition in topic.partitions:
-            error, low = delete_before(ctx.broker, topic.name, partition.partition_index, partition.offset)
+            if allowed:
+                error, low = delete_before(ctx.broker, topic.name, partition.partition_index, partition.offset)
+            else:
+                error, low = ErrorCode.topic_authorization_failed, -1
             partitions.append(
                 build(
                     module.DeleteRecordsPartitionResult,

@@ -13,6 +13,9 @@ A deleted topic's logs are removed from disk before the response is sent.
 The broker forgets the topic's producer state, and fetches waiting on its
 partitions are woken (they then see UNKNOWN_TOPIC_OR_PARTITION). Results
 carry the topic ID from v6, messages from v5. kio starts at v1.
+
+With an authorizer (security/operations.py): DELETE on each topic, and DESCRIBE on a
+topic named by ID (else TOPIC_AUTHORIZATION_FAILED, without its name).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from logstore.broker.server import Broker, RequestContext
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 _log = logging.getLogger("logstore.broker")
 _ZERO_UUID = uuid.UUID(int=0)
@@ -57,8 +62,10 @@ def delete_topic(broker: Broker, name: str) -> tuple[ErrorCode, str | None]:
     return ErrorCode.none, None
 
 
-def _delete_all(broker: Broker, entries: list[tuple[str | None, uuid.UUID]]) -> list[Result]:
+def _delete_all(ctx: RequestContext, entries: list[tuple[str | None, uuid.UUID]]) -> list[Result]:
+    broker = ctx.broker
     metadata = broker.metadata
+    auth = broker.authorizer
     results: list[Result] = []
     names = Counter(name for name, topic_id in entries if name is not None and topic_id == _ZERO_UUID)
     ids = Counter(topic_id for name, topic_id in entries if name is None and topic_id != _ZERO_UUID)
@@ -87,10 +94,17 @@ def _delete_all(broker: Broker, entries: list[tuple[str | None, uuid.UUID]]) -> 
             found = metadata.topic_by_id(topic_id)
             if found is None:
                 results.append((None, topic_id, ErrorCode.unknown_topic_id, f"No topic with ID {topic_id}."))
+            elif auth is not None and not operations.allowed(ctx, ResourceType.TOPIC, found, "by_id"):
+                results.append((None, topic_id, ErrorCode.topic_authorization_failed, "Authorization failed."))
+            elif auth is not None and not operations.allowed(ctx, ResourceType.TOPIC, found):
+                results.append((found, topic_id, ErrorCode.topic_authorization_failed, "Authorization failed."))
             else:
                 targets[topic_id] = found
     for name, count in names.items():
         if count > 1:
+            continue
+        if auth is not None and not operations.allowed(ctx, ResourceType.TOPIC, name):
+            results.append((name, _ZERO_UUID, ErrorCode.topic_authorization_failed, "Authorization failed."))
             continue
         if not metadata.has_topic(name):
             results.append(
@@ -124,7 +138,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             (name, topic_id, error, "Topic deletion is disabled.") for name, topic_id in entries
         ]
     else:
-        results = _delete_all(ctx.broker, entries)
+        results = _delete_all(ctx, entries)
     responses = tuple(
         build(
             module.DeletableTopicResult, name=name, topic_id=topic_id, error_code=error, error_message=message

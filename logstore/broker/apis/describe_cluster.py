@@ -8,11 +8,11 @@ changes nothing); the controller is the one the cluster elected, -1 while
 there is none, and a broker alone is its own controller. From v1 a client
 names the endpoint type it wants: brokers (1) are served; controllers (2)
 get MISMATCHED_ENDPOINT_TYPE and any other type UNSUPPORTED_ENDPOINT_TYPE,
-with Kafka's messages (a broker listener answers so in Kafka too). There is
-no authorizer, so when the client asks for the cluster's authorized
-operations it gets every operation Kafka defines on a cluster (what Kafka
-answers without an authorizer); otherwise the field is Kafka's "not asked"
-value, INT32_MIN.
+with Kafka's messages (a broker listener answers so in Kafka too). When the
+client asks for the cluster's authorized operations it gets the principal's
+(security/operations.py: 0 without DESCRIBE on the cluster; every operation
+Kafka defines on a cluster without an authorizer); otherwise the field is
+Kafka's "not asked" value, INT32_MIN.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import CLUSTER_NAME, ResourceType
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
-# AclOperation codes allowed on a CLUSTER: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,
-# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-CLUSTER_OPERATIONS = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
 
 
 def _endpoint_error(endpoint_type: int) -> tuple[ErrorCode, str | None]:
@@ -78,7 +77,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             for b in broker.metadata.brokers()
         ),
         cluster_authorized_operations=(
-            CLUSTER_OPERATIONS
+            (
+                operations.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+                if operations.allowed_cluster(ctx, "operations")
+                else 0
+            )
             if request.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_UNKNOWN
         ),

@@ -20,6 +20,10 @@ unknown topic is UNKNOWN_TOPIC_OR_PARTITION, an illegal topic name INVALID_TOPIC
 resource types INVALID_REQUEST. ``configuration_keys`` null or empty means every key. v3+ adds
 each key's type and, when asked for, its documentation. v0 (no config sources) is not in kio, so
 v1 is the floor.
+
+With an authorizer (security/operations.py): DESCRIBE_CONFIGS on the topic, the
+cluster (BROKER, BROKER_LOGGER) or the group, else TOPIC_, CLUSTER_ or
+GROUP_AUTHORIZATION_FAILED for that resource.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from logstore.broker.legacy_topic_configs import LEGACY_TOPIC_KEYS
 from logstore.broker.server import Broker, RequestContext
 from logstore.errors import InvalidArgumentError
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
 from logstore.storage.config import CONFIG_KEYS, LogConfig, render_value
 from logstore.storage.manager import validate_topic_name
 
@@ -160,7 +165,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     docs_wanted = getattr(request, "include_documentation", False)
     results = []
     for resource in request.resources:
-        error, message, entries = _describe(ctx.broker, resource)
+        denied = operations.config_resource_denied(ctx, resource.resource_type, resource.resource_name)
+        described: tuple[ErrorCode, str | None, list[Any]] = (
+            (denied[0], denied[1], []) if denied is not None else _describe(ctx.broker, resource)
+        )
+        error, message, entries = described
         keys = resource.configuration_keys
         if keys:
             entries = [entry for entry in entries if entry.name in keys]

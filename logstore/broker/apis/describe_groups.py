@@ -8,6 +8,9 @@ group (KIP-848): "Group ... is not a classic group." (ConsumerGroupDescribe
 describes those). v3 adds the
 authorized operations (every group operation: no authorizer), v4 the
 members' group instance ids.
+
+With an authorizer (security/operations.py): DESCRIBE on each group, else
+GROUP_AUTHORIZATION_FAILED for it; authorized_operations are the principal's.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.groups import GROUP_OPERATIONS, coordinator_of
+from logstore.broker.groups import coordinator_of
 from logstore.broker.server import RequestContext
 from logstore.coordinator import GroupState
 from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -29,6 +34,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     include = getattr(request, "include_authorized_operations", False)
     groups = []
     for group_id in request.groups:
+        if not operations.allowed(ctx, ResourceType.GROUP, group_id):
+            groups.append(
+                build(
+                    module.DescribedGroup, error_code=ErrorCode.group_authorization_failed, error_message=None,
+                    group_id=group_id, group_state="", protocol_type="", protocol_data="", members=(),
+                    authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
+                )
+            )
+            continue
         described = coordinator.describe_group(group_id)
         live = coordinator.group(group_id)
         error, message = described.error, None
@@ -58,7 +72,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 protocol_type=described.protocol_type,
                 protocol_data=described.protocol,
                 members=members,
-                authorized_operations=GROUP_OPERATIONS if include else AUTHORIZED_OPERATIONS_UNKNOWN,
+                authorized_operations=(
+                    operations.authorized_operations(ctx, ResourceType.GROUP, group_id)
+                    if include
+                    else AUTHORIZED_OPERATIONS_UNKNOWN
+                ),
             )
         )
     return build(module.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))

@@ -10,6 +10,9 @@ total and usable bytes (``os.statvfs``; usable is what an unprivileged
 writer may use); v5 says whether the directory is cordoned: never, this
 broker cannot cordon. If the directory cannot be read it is reported with
 KAFKA_STORAGE_ERROR. kio starts at v1.
+
+With an authorizer: DESCRIBE on the cluster, else no results and
+CLUSTER_AUTHORIZATION_FAILED (v3+; security/operations.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.server import Broker, RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
 
 
 def _partitions(broker: Broker, topics: Any) -> dict[str, list[tuple[int, int]]]:
@@ -42,6 +46,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     module = codec(35, ctx.version).response_module
     data_dir = broker.data_dir
+    if not operations.allowed_cluster(ctx):
+        return build(
+            module.DescribeLogDirsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
+            results=(),
+        )  # fmt: skip
     try:
         stat = os.statvfs(data_dir)
         error = ErrorCode.none

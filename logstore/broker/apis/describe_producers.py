@@ -3,6 +3,9 @@
 Per producer: id, epoch, last sequence, last append time, the coordinator
 epoch (-1: not kept) and the first offset of its open transaction (-1: none).
 NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION elsewhere.
+
+With an authorizer: READ on each topic, else TOPIC_AUTHORIZATION_FAILED for its
+partitions (security/operations.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from logstore.broker.apis import Api
 from logstore.broker.partition import Partition
 from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 
 def _partition(module: Any, partition: Partition | ErrorCode, index: int) -> Any:
@@ -44,7 +49,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             module.TopicResponse,
             name=topic.name,
             partitions=tuple(
-                _partition(module, manager.leader_partition(topic.name, int(index)), int(index))
+                _partition(
+                    module,
+                    manager.leader_partition(topic.name, int(index))
+                    if operations.allowed(ctx, ResourceType.TOPIC, topic.name)
+                    else ErrorCode.topic_authorization_failed,
+                    int(index),
+                )
                 for index in topic.partition_indexes
             ),
         )

@@ -25,9 +25,12 @@ broker of a cluster and by a broker alone:
   live broker; replicas, ISR, leader epoch and offline replicas are the
   cache's; eligible leader replicas and the last known ELR are empty (no
   ELR here, which Kafka sends as empty arrays, not null).
-- There is no authorizer, so every described topic (unknown ones too)
-  carries every operation Kafka defines on a topic, as Kafka answers
-  without an authorizer; the request has no flag to leave them out.
+- Every described topic (unknown ones too) carries the principal's authorized
+  operations (every operation Kafka defines on a topic without an authorizer);
+  the request has no flag to leave them out.
+- With an authorizer, DESCRIBE on each topic (security/operations.py): a named
+  topic without it comes last with TOPIC_AUTHORIZATION_FAILED (existing or not),
+  and a request for every topic leaves it out.
 """
 
 from __future__ import annotations
@@ -38,12 +41,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.apis.metadata import TOPIC_OPERATIONS
 from logstore.broker.metadata_cache import NO_LEADER, MetadataCache, PartitionState
 from logstore.broker.server import RequestContext
 from logstore.broker.topics import INTERNAL_TOPICS
 from logstore.errors import InvalidArgumentError
-from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 from logstore.storage.manager import validate_topic_name
 
 MAX_PARTITIONS = 2000
@@ -73,7 +77,7 @@ def _partition(module: Any, metadata: MetadataCache, index: int, state: Partitio
     )
 
 
-def _missing(module: Any, name: str) -> Any:
+def _missing(ctx: RequestContext, module: Any, name: str) -> Any:
     try:
         validate_topic_name(name)
         error = ErrorCode.unknown_topic_or_partition
@@ -86,7 +90,20 @@ def _missing(module: Any, name: str) -> Any:
         topic_id=ZERO_UUID,
         is_internal=name in INTERNAL_TOPICS,
         partitions=(),
-        topic_authorized_operations=TOPIC_OPERATIONS,
+        topic_authorized_operations=operations.authorized_operations(ctx, ResourceType.TOPIC, name),
+    )
+
+
+def _unauthorized(module: Any, name: str) -> Any:
+    """A named topic the principal may not describe: TOPIC_AUTHORIZATION_FAILED, existing or not."""
+    return build(
+        module.DescribeTopicPartitionsResponseTopic,
+        error_code=ErrorCode.topic_authorization_failed,
+        name=name,
+        topic_id=ZERO_UUID,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=AUTHORIZED_OPERATIONS_UNKNOWN,
     )
 
 
@@ -118,6 +135,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     start_topic = _java_order(cursor.topic_name) if cursor is not None else b""
     listed = metadata.topic_names() if every_topic else (t.name for t in request.topics)
     names = {name for name in listed if _java_order(name) >= start_topic}
+    unauthorized: list[str] = []
+    if ctx.broker.authorizer is not None:  # named: TOPIC_AUTHORIZATION_FAILED at the end; all: left out
+        allowed = operations.filter_allowed(ctx, ResourceType.TOPIC, names, str)
+        unauthorized = sorted(names - allowed, key=_java_order) if not every_topic else []
+        names = allowed
     if cursor is not None and (
         (not every_topic and cursor.topic_name not in names) or cursor.partition_index < 0
     ):
@@ -133,7 +155,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         found = metadata.topic(name)
         if found is None:
             if not every_topic:
-                topics.append(_missing(module, name))
+                topics.append(_missing(ctx, module, name))
             continue
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         count = len(found.partitions)
@@ -149,13 +171,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id=found.topic_id,
                 is_internal=name in INTERNAL_TOPICS,
                 partitions=partitions,
-                topic_authorized_operations=TOPIC_OPERATIONS,
+                topic_authorized_operations=operations.authorized_operations(ctx, ResourceType.TOPIC, name),
             )
         )
         if end < count:
             next_cursor = build(module.Cursor, topic_name=name, partition_index=end)
             break
         remaining -= len(partitions)
+    topics.extend(_unauthorized(module, name) for name in unauthorized)
     return build(
         module.DescribeTopicPartitionsResponse,
         throttle_time=NO_THROTTLE,

@@ -4,6 +4,10 @@ Per id: its state ("Ongoing", "CompleteCommit", ...), timeout, start time
 (-1 when no transaction is open), producer id and epoch and the partitions
 of the open transaction; TRANSACTIONAL_ID_NOT_FOUND for an id never seen,
 NOT_COORDINATOR when another broker coordinates it.
+
+With an authorizer (security/operations.py): DESCRIBE on each transactional id
+(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); the transaction's topics the principal
+may not describe are left out.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.broker.transactions import coordinator_of
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
@@ -30,7 +36,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = coordinator_of(ctx.broker)
     states = []
     for txn_id in request.transactional_ids:
-        error, metadata = coordinator.describe(txn_id)
+        if not operations.allowed(ctx, ResourceType.TRANSACTIONAL_ID, txn_id):
+            error, metadata = ErrorCode.transactional_id_authorization_failed, None
+        else:
+            error, metadata = coordinator.describe(txn_id)
         if metadata is None:
             states.append(
                 build(
@@ -48,7 +57,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, index in sorted(metadata.partitions):
-            by_topic.setdefault(topic, []).append(index)
+            if operations.allowed(ctx, ResourceType.TOPIC, topic):  # the others left out, as Kafka
+                by_topic.setdefault(topic, []).append(index)
         states.append(
             build(
                 module.TransactionState,

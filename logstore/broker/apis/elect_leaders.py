@@ -10,6 +10,9 @@ an unclean election, the leader is alive), PREFERRED_LEADER_NOT_AVAILABLE (the
 preferred replica is down or out of the ISR) or ELIGIBLE_LEADERS_NOT_AVAILABLE
 (no live replica), UNKNOWN_TOPIC_OR_PARTITION. No partitions (null): every
 partition in the cluster. v0 has no election type: preferred.
+
+With an authorizer: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+(security/operations.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.cluster.controller import PREFERRED, UNCLEAN, ControllerMovedError
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
 
 
 def _results(module: Any, results: dict[tuple[str, int], tuple[Any, str | None]]) -> tuple[Any, ...]:
@@ -48,7 +52,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     link = ctx.broker.cluster_link
     top = ErrorCode.none
     results: dict[tuple[str, int], tuple[Any, str | None]]
-    if election_type not in (PREFERRED, UNCLEAN):
+    if not operations.allowed_cluster(ctx):
+        top = ErrorCode.cluster_authorization_failed
+        results = {key: (top, None) for key in named or ()}
+    elif election_type not in (PREFERRED, UNCLEAN):
         top = ErrorCode.invalid_request
         results = {
             key: (ErrorCode.invalid_request, f"Unknown election type {election_type}") for key in named or ()

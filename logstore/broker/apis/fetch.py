@@ -17,6 +17,10 @@ one ``sendfile`` costs more than copying a few kilobytes.
 Fetch sessions (KIP-227, v7+): see :mod:`logstore.broker.fetch_session`;
 an incremental fetch reads every partition of its session and answers only
 those with something new.
+
+With an authorizer, a consumer needs READ on each topic and a follower CLUSTER_ACTION
+on the cluster; a partition refused answers TOPIC_AUTHORIZATION_FAILED and is not read
+(security/operations.py).
 """
 
 from __future__ import annotations
@@ -32,13 +36,15 @@ from logstore.broker.replica_manager import PartitionRead
 from logstore.broker.server import Broker, RequestContext
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, FileRegion, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 from logstore.storage.log import ReadResult
 
 SENDFILE_MIN_BYTES = 16 * 1024
 
 
 def _read_all(
-    broker: Broker, request: Any, items: list[FetchItem], upto: str
+    broker: Broker, request: Any, items: list[FetchItem], upto: str, denied: set[str] | None = None
 ) -> tuple[list[tuple[FetchItem, PartitionRead]], int, bool]:
     replicas = broker.replica_manager
     remaining = request.max_bytes
@@ -46,6 +52,9 @@ def _read_all(
     errors = False
     reads = []
     for item in items:
+        if denied and item.topic in denied:
+            reads.append((item, PartitionRead(item.partition, ErrorCode.topic_authorization_failed)))
+            continue
         limit = min(item.max_bytes, remaining)
         read = replicas.read(
             item.topic, item.partition, item.fetch_offset, limit, total == 0, upto, request.replica_id,
@@ -98,6 +107,15 @@ def _aborted(module: Any, read: PartitionRead) -> Any:
     )
 
 
+def _denied(ctx: RequestContext, request: Any, items: list[FetchItem]) -> set[str]:
+    """The topics the fetch may not read (answered TOPIC_AUTHORIZATION_FAILED): for a follower
+    every topic unless CLUSTER_ACTION on the cluster, for a consumer those without READ."""
+    topics = {item.topic for item in items}
+    if request.replica_id >= 0:
+        return set() if operations.allowed_cluster(ctx, "replica") else topics
+    return topics - operations.filter_allowed(ctx, ResourceType.TOPIC, topics, str)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     module = codec(1, ctx.version).response_module
@@ -116,9 +134,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         upto = "last_stable" if getattr(request, "isolation_level", 0) == 1 else "high_watermark"
     max_wait = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
-    keys = [(item.topic, item.partition) for item in context.items]
+    denied = None if broker.authorizer is None else _denied(ctx, request, context.items)
+    keys = [(item.topic, item.partition) for item in context.items if not denied or item.topic not in denied]
     while True:
-        reads, total, errors = _read_all(broker, request, context.items, upto)
+        reads, total, errors = _read_all(broker, request, context.items, upto, denied)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or errors or remaining <= 0 or not keys or ctx.connection.closed:
             break

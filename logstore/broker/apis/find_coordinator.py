@@ -11,6 +11,10 @@ is INVALID_REQUEST, Kafka's answer with share groups disabled, and so is an
 unknown key type. From v4 one request asks for several keys
 (``coordinator_keys``) and gets one result each. v1-v3 carry Kafka's
 ``Errors.message()`` ("NONE" on success) in ``error_message``.
+
+With an authorizer (security/operations.py): DESCRIBE on the group (key type 0,
+else GROUP_AUTHORIZATION_FAILED) or on the transactional id (key type 1, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from logstore.coordinator.coordinator import OFFSETS_TOPIC
 from logstore.coordinator.transactions import TRANSACTION_STATE_TOPIC
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 _log = logging.getLogger("logstore.broker")
 
@@ -80,6 +86,10 @@ async def _transaction_coordinator(ctx: RequestContext, txn_id: str) -> tuple[Er
 
 async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, str | None, Node | None]:
     """(error, message, the coordinator's node id, host and port) for one key."""
+    if ctx.broker.authorizer is not None:
+        kind = {GROUP: ResourceType.GROUP, TRANSACTION: ResourceType.TRANSACTIONAL_ID}.get(key_type)
+        if kind is not None and not operations.allowed(ctx, kind, key):
+            return operations.error(kind), None, None
     if key_type == GROUP:
         return await _group_coordinator(ctx, key)
     if key_type == TRANSACTION:

@@ -9,6 +9,10 @@ epoch bumped, fencing earlier producers of the id (and aborting their open
 transaction first: CONCURRENT_TRANSACTIONS until then), or
 INVALID_TRANSACTION_TIMEOUT past ``transaction.max.timeout.ms``. Versions
 below 4 read PRODUCER_FENCED as INVALID_PRODUCER_EPOCH.
+
+With an authorizer (security/operations.py): WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE
+on the cluster or WRITE on some topic (KIP-679; else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -22,10 +26,32 @@ from logstore.broker.groups import millis
 from logstore.broker.server import RequestContext
 from logstore.broker.transactions import coordinator_of, for_version
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
+
+
+def _denied(ctx: RequestContext, request: Any) -> ErrorCode | None:
+    """WRITE on the transactional id; for an idempotent producer IDEMPOTENT_WRITE on the
+    cluster or WRITE on some topic (KIP-679); None if allowed."""
+    if ctx.broker.authorizer is None:
+        return None
+    if request.transactional_id is not None:
+        if operations.allowed(ctx, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
+    if operations.allowed_cluster(ctx) or operations.allowed_on_some(ctx, ResourceType.TOPIC, "any"):
+        return None
+    return ErrorCode.cluster_authorization_failed
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(22, ctx.version).response_module
+    denied = _denied(ctx, request)
+    if denied is not None:
+        return build(
+            module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=denied, producer_id=-1,
+            producer_epoch=-1,
+        )  # fmt: skip
     if request.transactional_id is not None:
         error, producer_id, epoch = await coordinator_of(ctx.broker).init_producer_id(
             request.transactional_id,

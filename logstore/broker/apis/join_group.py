@@ -13,6 +13,8 @@ member id, to join again with (KIP-394); v5 adds static membership
 (and makes the protocol name nullable); v8's ``reason`` is logged; from v9
 a static leader rejoining a Stable group may be told to skip the assignment
 (KIP-814). The member's host is Kafka's "/address" of the connection.
+
+With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED (security/operations.py).
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from logstore.broker.apis import Api
 from logstore.broker.groups import client_host, coordinator_of, millis
 from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 _log = logging.getLogger("logstore.broker")
 
@@ -31,6 +37,12 @@ _log = logging.getLogger("logstore.broker")
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(11, ctx.version).response_module
     version = ctx.version
+    if not operations.allowed(ctx, ResourceType.GROUP, request.group_id):
+        return build(
+            module.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+            generation_id=-1, protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
+            skip_assignment=False, member_id="", members=(),
+        )  # fmt: skip
     coordinator = coordinator_of(ctx.broker)
     instance_id = getattr(request, "group_instance_id", None)
     session_ms = millis(request.session_timeout)

@@ -5,6 +5,8 @@ member's (Kafka's rule). From v3 a request names several members, each by
 member id and/or group instance id (a member id of "" with an instance id
 removes that static member: the admin path, KIP-345), and gets one result
 each. v5's per-member ``reason`` is logged.
+
+With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED (security/operations.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from logstore.broker.apis import Api
 from logstore.broker.groups import coordinator_of
 from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 _log = logging.getLogger("logstore.broker")
 
@@ -25,6 +29,11 @@ _log = logging.getLogger("logstore.broker")
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(13, ctx.version).response_module
     coordinator = coordinator_of(ctx.broker)
+    if not operations.allowed(ctx, ResourceType.GROUP, request.group_id):
+        return build(
+            module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+            members=(),
+        )  # fmt: skip
     if ctx.version < 3:
         result = coordinator.leave_group(request.group_id, [(request.member_id, None)])
         error = result.error

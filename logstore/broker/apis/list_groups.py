@@ -7,6 +7,9 @@ Reconciling, Stable for consumer groups) and each group reports its state.
 From v5 each group reports its type, "classic" or "consumer" (KIP-848), and
 a non-empty ``types_filter`` keeps those types (any case; an unknown type
 matches nothing, as Kafka). Consumer groups have protocol type "consumer".
+
+With an authorizer (security/operations.py): every group with DESCRIBE on the
+cluster, else only the groups the principal may describe.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from logstore.broker.apis import Api
 from logstore.broker.groups import coordinator_of
 from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -26,6 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     states = getattr(request, "states_filter", ())
     types = getattr(request, "types_filter", ())
     overviews = coordinator_of(ctx.broker).list_groups(states or None, types or None)
+    everything = ctx.broker.authorizer is None or operations.allowed_cluster(ctx)
     groups = tuple(
         build(
             module.ListedGroup,
@@ -35,6 +41,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             group_type=overview.group_type,
         )
         for overview in overviews
+        if everything or operations.allowed(ctx, ResourceType.GROUP, overview.group_id)
     )
     return build(
         module.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups

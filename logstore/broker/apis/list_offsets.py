@@ -3,7 +3,8 @@
 "Latest" is the high watermark for consumers (the log end for a replica);
 a timestamp gives the first offset whose record's timestamp is at or after
 it, or offset -1 when there is none (Kafka's answer). -3 (v7+, KIP-734)
-gives the record with the largest timestamp.
+gives the record with the largest timestamp. DESCRIBE on each topic (with an
+authorizer; else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from logstore.broker.server import Broker, RequestContext
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 from logstore.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 
@@ -61,7 +64,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
+        allowed = operations.allowed(ctx, ResourceType.TOPIC, topic.name)
         for partition in topic.partitions:
+            if not allowed:
+                error, timestamp, offset = ErrorCode.topic_authorization_failed, -1, -1
+                partitions.append(
+                    build(
+                        module.ListOffsetsPartitionResponse, partition_index=partition.partition_index,
+                        error_code=error, timestamp=timestamp, offset=offset, leader_epoch=-1,
+                    )
+                )
+                continue
             error, timestamp, offset = _lookup(
                 ctx.broker,
                 topic.name,

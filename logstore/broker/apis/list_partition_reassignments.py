@@ -6,6 +6,9 @@ partition being reassigned with its replicas (the target first, then the
 originals not in it), the replicas being added and those being removed. Null
 topics: every reassignment; a partition named that is not being reassigned is
 left out, as Kafka does.
+
+With an authorizer: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+(security/operations.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.cluster.controller import ControllerMovedError
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -29,7 +33,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     link = ctx.broker.cluster_link
     error, message = ErrorCode.none, None
     found: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
-    if link is None or not link.is_controller:
+    if not operations.allowed_cluster(ctx):
+        error, message = ErrorCode.cluster_authorization_failed, "DESCRIBE on the cluster is needed"
+    elif link is None or not link.is_controller:
         error = ErrorCode.not_controller
         message = "This broker is not the controller: send the request to the controller"
     else:

@@ -3,6 +3,9 @@
 Filtered by state names, producer ids and (v1, KIP-994) a minimum duration
 of the open transaction in ms; state names Kafka does not know come back in
 ``unknown_state_filters``.
+
+With an authorizer: only the transactional ids the principal may describe
+(security/operations.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from logstore.broker.server import RequestContext
 from logstore.broker.transactions import coordinator_of
 from logstore.coordinator.transactions import TxnState
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 _KNOWN = {state.wire_name for state in TxnState}
 
@@ -33,6 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         build(module.TransactionState, transactional_id=m.transactional_id, producer_id=m.producer_id,
               transaction_state=m.state.wire_name)
         for m in found
+        if operations.allowed(ctx, ResourceType.TRANSACTIONAL_ID, m.transactional_id)
     )  # fmt: skip
     return build(
         module.ListTransactionsResponse,

@@ -8,6 +8,11 @@ when ``auto.create.topics.enable`` is on and the request allows it (v4+);
 v0 asks for every topic with an empty list, v1+ with null. Leader epochs are
 -1: this broker keeps none yet. From v10 topics carry their IDs, and may be
 asked for by ID.
+
+With an authorizer (security/operations.py): DESCRIBE on each topic -- a named topic
+without it answers TOPIC_AUTHORIZATION_FAILED whether it exists or not, and a request
+for every topic leaves it out; auto-creation needs CREATE on the cluster or the topic.
+The authorized_operations fields are the principal's.
 """
 
 from __future__ import annotations
@@ -18,14 +23,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.apis.describe_cluster import CLUSTER_OPERATIONS
 from logstore.broker.server import RequestContext
 from logstore.broker.topics import INTERNAL_TOPICS, topic_error
 from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
+from logstore.security import operations as ops
+from logstore.security.acls import CLUSTER_NAME, ResourceType
 
-# Without an authorizer Kafka allows every operation: READ, WRITE, CREATE, DELETE,
-# ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (AclOperation codes).
-TOPIC_OPERATIONS = sum(1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11))
+TOPIC = ResourceType.TOPIC
 
 
 def _requested(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid.UUID | None]] | None:
@@ -77,22 +81,40 @@ def topic_metadata(
     )
 
 
+def _may_create(ctx: RequestContext, name: str | None, auto_create: bool) -> bool:
+    """False when the topic is missing, would be auto-created, and the principal has neither
+    CREATE on the cluster nor CREATE on the topic (Kafka answers TOPIC_AUTHORIZATION_FAILED)."""
+    broker = ctx.broker
+    if name is None or broker.metadata.has_topic(name) or not (auto_create and broker.config.auto_create_topics_enable):
+        return True
+    return ops.allowed_cluster(ctx, "create") or ops.allowed(ctx, TOPIC, name, "create")
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     module = codec(3, ctx.version).response_module
     auto_create = getattr(request, "allow_auto_topic_creation", True)
     requested = _requested(ctx, request)
     include = getattr(request, "include_topic_authorized_operations", False)
-    operations = TOPIC_OPERATIONS if include else AUTHORIZED_OPERATIONS_UNKNOWN
-    cluster_operations = (
-        CLUSTER_OPERATIONS
-        if getattr(request, "include_cluster_authorized_operations", False)
-        else AUTHORIZED_OPERATIONS_UNKNOWN
-    )
+    auth = broker.authorizer
+
+    def topic_operations(name: str | None) -> int:
+        if not include:
+            return AUTHORIZED_OPERATIONS_UNKNOWN
+        return ops.authorized_operations(ctx, TOPIC, name or "")
+
+    cluster_operations = AUTHORIZED_OPERATIONS_UNKNOWN
+    if getattr(request, "include_cluster_authorized_operations", False):
+        cluster_operations = (
+            ops.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if ops.allowed_cluster(ctx, "operations")
+            else 0
+        )
     topics: list[Any] = []
     if requested is None:
         for existing in broker.metadata.topic_names():
-            topics.append(topic_metadata(ctx, module, existing, ErrorCode.none, None, operations))
+            if auth is None or ops.allowed(ctx, TOPIC, existing):  # all topics: the others left out
+                topics.append(topic_metadata(ctx, module, existing, ErrorCode.none, None, topic_operations(existing)))
     else:
         for name, topic_id in requested:
             if ctx.version < 12 and (name is None or topic_id is not None):
@@ -101,9 +123,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 name, error = name or "", ErrorCode.invalid_request
             elif name is None and topic_id is not None:
                 error = ErrorCode.unknown_topic_id
+            elif auth is not None and not ops.allowed(ctx, TOPIC, name or ""):
+                # Kafka does not disclose whether a topic the principal cannot describe exists.
+                error = ErrorCode.topic_authorization_failed
+                topics.append(
+                    topic_metadata(ctx, module, None if topic_id else name, error, topic_id, AUTHORIZED_OPERATIONS_UNKNOWN)
+                )
+                continue
+            elif auth is not None and not _may_create(ctx, name, auto_create):
+                error = ErrorCode.topic_authorization_failed
             else:
                 error = await topic_error(broker, name, auto_create)
-            topics.append(topic_metadata(ctx, module, name, error, topic_id, operations))
+            topics.append(topic_metadata(ctx, module, name, error, topic_id, topic_operations(name)))
     return build(
         module.MetadataResponse,
         throttle_time=NO_THROTTLE,

@@ -17,6 +17,9 @@ epoch in ``generation_id_or_member_epoch`` (STALE_MEMBER_EPOCH if it is not
 the current one; such a member's commit below v9 is UNSUPPORTED_VERSION), and a
 commit with a generation to a group that does not exist is GROUP_ID_NOT_FOUND
 (ILLEGAL_GENERATION before); v10 names topics by ID.
+
+With an authorizer (security/operations.py): READ on the group (else every partition
+GROUP_AUTHORIZATION_FAILED) and READ on each topic (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from logstore.broker.groups import Ticket, await_group_replicated, coordinator_o
 from logstore.broker.server import Broker, RequestContext
 from logstore.coordinator.coordinator import OffsetCommit, PreparedCommit
 from logstore.protocol import EMPTY_TAGS, DeferredBody, RawBody, wire_count, wire_string
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 
 def topic_name(broker: Broker, topic: Any, by_id: bool) -> tuple[str | None, int, ErrorCode]:
@@ -59,8 +64,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     names: list[str | None] = []
     with_epoch = version >= 6
     by_id = version >= 10
+    auth = broker.authorizer
+    if auth is not None and not operations.allowed(ctx, ResourceType.GROUP, request.group_id):
+        for index, topic in enumerate(request.topics):  # every partition, as Kafka's error response
+            names.append(None)
+            for partition in topic.partitions:
+                errors[(index, partition.partition_index)] = ErrorCode.group_authorization_failed
+        return _encode(version, request, names, errors, {})
     for index, topic in enumerate(request.topics):
         name, count, error = topic_name(broker, topic, by_id)
+        if auth is not None and name is not None and not operations.allowed(ctx, ResourceType.TOPIC, name):
+            name, error = None, ErrorCode.topic_authorization_failed
         names.append(name)
         for partition in topic.partitions:
             if name is None:

@@ -6,6 +6,9 @@ an Empty group, or of topics no member of a consumer group subscribes to
 (the others: GROUP_SUBSCRIBED_TO_TOPIC); an unknown group is
 GROUP_ID_NOT_FOUND and a non-consumer group with members NON_EMPTY_GROUP,
 both as the top-level error with no topics.
+
+With an authorizer (security/operations.py): DELETE on the group (else
+GROUP_AUTHORIZATION_FAILED) and READ on each topic (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -18,15 +21,26 @@ from logstore.broker.apis import Api
 from logstore.broker.groups import coordinator_of
 from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(47, ctx.version).response_module
     metadata = ctx.broker.metadata
+    if not operations.allowed(ctx, ResourceType.GROUP, request.group_id):
+        return build(
+            module.OffsetDeleteResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+            topics=(),
+        )  # fmt: skip
     unknown: set[tuple[str, int]] = set()
+    denied: set[str] = set()
     wanted: list[tuple[str, int]] = []
     for topic in request.topics:
         count = metadata.partition_count(topic.name) or 0
+        if not operations.allowed(ctx, ResourceType.TOPIC, topic.name):
+            denied.add(topic.name)
+            continue
         for partition in topic.partitions:
             key = (topic.name, partition.partition_index)
             if 0 <= partition.partition_index < count:
@@ -46,7 +60,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 build(
                     module.OffsetDeleteResponsePartition,
                     partition_index=partition.partition_index,
-                    error_code=ErrorCode.unknown_topic_or_partition
+                    error_code=ErrorCode.topic_authorization_failed
+                    if topic.name in denied
+                    else ErrorCode.unknown_topic_or_partition
                     if (topic.name, partition.partition_index) in unknown
                     else result.partitions.get((topic.name, partition.partition_index), ErrorCode.none),
                 )

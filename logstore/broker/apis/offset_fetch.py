@@ -12,6 +12,10 @@ several groups; v9's member id and epoch are checked for consumer-protocol
 admin's fetch) and not for classic ones (as Kafka); v10 names topics by ID: an unknown ID
 is UNKNOWN_TOPIC_ID, and fetching everything leaves out topics that no
 longer exist.
+
+With an authorizer (security/operations.py): DESCRIBE on the group (else
+GROUP_AUTHORIZATION_FAILED) and on each topic (named: TOPIC_AUTHORIZATION_FAILED;
+every topic asked: the others left out).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from logstore.broker.groups import coordinator_of, offsets_appender_of
 from logstore.broker.server import RequestContext
 from logstore.coordinator import FetchedOffset
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 _NONE = FetchedOffset(-1, -1, "")
 
@@ -41,6 +47,25 @@ def _fetch_group(
     """(group error, response topics) for one group; ``member``: v9's member id and epoch."""
     topic_class, partition_class = classes
     metadata = ctx.broker.metadata
+    auth = ctx.broker.authorizer
+    denied: set[str] = set()  # named topics the principal may not describe
+    if auth is not None and not operations.allowed(ctx, ResourceType.GROUP, group_id):
+        if ctx.version >= 2 or topics is None:
+            return ErrorCode.group_authorization_failed, ()
+        return ErrorCode.group_authorization_failed, tuple(  # v0-1: the error on every partition
+            build(
+                topic_class,
+                name=topic.name,
+                partitions=tuple(
+                    build(
+                        partition_class, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                        metadata="", error_code=ErrorCode.group_authorization_failed,
+                    )
+                    for p in topic.partition_indexes
+                ),
+            )
+            for topic in topics
+        )
     by_id = ctx.version >= 10
     coordinator = coordinator_of(ctx.broker)
     # [(response key: name or ID, name or None, [(partition, FetchedOffset or error)])]
@@ -51,6 +76,8 @@ def _fetch_group(
         for topic_name, partition in sorted(result.offsets):
             by_topic.setdefault(topic_name, []).append(partition)
         for topic_name, partitions in by_topic.items():
+            if auth is not None and not operations.allowed(ctx, ResourceType.TOPIC, topic_name):
+                continue  # every topic asked: those the principal may not describe are left out
             if by_id:
                 if not metadata.has_topic(topic_name):
                     continue
@@ -66,8 +93,11 @@ def _fetch_group(
                 wanted.append((topic_id, name, list(topic.partition_indexes)))
             else:
                 wanted.append((topic.name, topic.name, list(topic.partition_indexes)))
+        if auth is not None:
+            names = {name for _, name, _ in wanted if name is not None}
+            denied = names - operations.filter_allowed(ctx, ResourceType.TOPIC, names, str)
         for _, name, partitions in wanted:
-            if name is not None:
+            if name is not None and name not in denied:
                 asked += [(name, partition) for partition in partitions]
         result = coordinator.fetch_offsets(group_id, asked, member_id=member[0], member_epoch=member[1])
     group_error = result.error
@@ -80,6 +110,8 @@ def _fetch_group(
             error = fetched.error
             if name is None:
                 error = ErrorCode.unknown_topic_id
+            elif name in denied:
+                error, fetched = ErrorCode.topic_authorization_failed, _NONE
             elif ctx.version < 2 and group_error != ErrorCode.none:
                 error = group_error
             elif pending is not None and pending.is_pending(group_id, (name, partition)):

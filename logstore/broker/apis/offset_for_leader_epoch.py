@@ -7,6 +7,10 @@ offset -1 when the log holds nothing that old. Followers truncate by it before
 fetching; consumers (KIP-320) check their position after a leader change.
 The ``current_leader_epoch`` a request carries is checked first:
 FENCED_LEADER_EPOCH if older than the leader's, UNKNOWN_LEADER_EPOCH if newer.
+
+With an authorizer (security/operations.py): CLUSTER_ACTION on the cluster
+(followers) allows every topic; otherwise DESCRIBE on each topic, else
+TOPIC_AUTHORIZATION_FAILED for its partitions.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from logstore.broker.apis import Api
 from logstore.broker.partition import Partition
 from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 
 def _end_offset(
@@ -36,6 +42,10 @@ def _end_offset(
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(23, ctx.version).response_module
+    denied: set[str] = set()
+    if ctx.broker.authorizer is not None and not operations.allowed_cluster(ctx, "replica"):
+        names = {topic.topic for topic in request.topics}
+        denied = names - operations.filter_allowed(ctx, ResourceType.TOPIC, names, str)
     return build(
         module.OffsetForLeaderEpochResponse,
         throttle_time=NO_THROTTLE,
@@ -53,7 +63,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     )
                     for p in topic.partitions
                     for error, epoch, end in (
-                        _end_offset(ctx, topic.topic, p.partition, p.current_leader_epoch, p.leader_epoch),
+                        (ErrorCode.topic_authorization_failed, -1, -1)
+                        if topic.topic in denied
+                        else _end_offset(ctx, topic.topic, p.partition, p.current_leader_epoch, p.leader_epoch),
                     )
                 ),
             )

@@ -5,7 +5,10 @@ The checks and the append are the ReplicaManager's
 ``LogValidator`` and ``UnifiedLog.append``); this module decodes the request,
 refuses bad ``acks`` for every partition (a transactional producer's must be -1), waits
 for replication where acks=-1 asks for it (every partition appended first,
-then one wait for all, up to the request's timeout), and encodes the answer. acks=0 sends no response. One partition's failure never
+then one wait for all, up to the request's timeout), and encodes the answer.
+With an authorizer: WRITE on each topic (TOPIC_AUTHORIZATION_FAILED for its
+partitions) and, for a transactional producer, WRITE on its transactional id
+(every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED); see security/operations.py. acks=0 sends no response. One partition's failure never
 fails the others.
 """
 
@@ -20,6 +23,8 @@ from logstore.broker.apis import Api, produce_codec
 from logstore.broker.replica_manager import AppendResult
 from logstore.broker.server import RequestContext
 from logstore.protocol import RawBody
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 _log = logging.getLogger("logstore.broker")
 
@@ -31,14 +36,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error = ErrorCode.invalid_required_acks
     else:
         error = ErrorCode.none
+    auth = ctx.broker.authorizer
+    if (
+        auth is not None
+        and request.transactional_id is not None
+        and not operations.allowed(ctx, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+    ):
+        error = ErrorCode.transactional_id_authorization_failed  # the whole request, as Kafka
     replicas = ctx.broker.replica_manager
     responses = []
     waiting = []
     for topic in request.topic_data:
         partitions = []
+        denied = auth is not None and not operations.allowed(ctx, ResourceType.TOPIC, topic.name)
         for data in topic.partition_data:
             if error != ErrorCode.none:
                 result = AppendResult(error)
+            elif denied:
+                result = AppendResult(ErrorCode.topic_authorization_failed)
             else:
                 try:
                     result = await replicas.append(topic.name, data.index, data.records, acks)

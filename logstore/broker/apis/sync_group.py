@@ -7,6 +7,8 @@ v5 the request must name the protocol type and name (else
 INCONSISTENT_GROUP_PROTOCOL, as Kafka), which must match the group's, and
 the answer carries them back. In a cluster the answer waits until the ISR
 has the group's records (Kafka stores the group with acks=-1).
+
+With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED (security/operations.py).
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ from logstore.broker.groups import await_group_replicated, coordinator_of
 from logstore.broker.server import RequestContext
 from logstore.coordinator import SyncResult
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(14, ctx.version).response_module
     protocol_type = getattr(request, "protocol_type", None)
     protocol_name = getattr(request, "protocol_name", None)
-    if ctx.version >= 5 and (protocol_type is None or protocol_name is None):
+    if not operations.allowed(ctx, ResourceType.GROUP, request.group_id):
+        result = SyncResult(ErrorCode.group_authorization_failed)
+    elif ctx.version >= 5 and (protocol_type is None or protocol_name is None):
         result = SyncResult(ErrorCode.inconsistent_group_protocol)
     else:
         result = await coordinator_of(ctx.broker).sync_group(

@@ -11,10 +11,15 @@ FENCED_INSTANCE_ID; for a KIP-848 consumer group the generation is the
 member's epoch (ILLEGAL_GENERATION when it is not the current one, as Kafka). A producer epoch below the partition's is
 PRODUCER_FENCED (v0-v2: INVALID_PRODUCER_EPOCH). In a cluster the answer
 waits for the ISR, as OffsetCommit's does.
+
+With an authorizer (security/operations.py): WRITE on the transactional id and READ
+on the group (else every partition TRANSACTIONAL_ID_ or GROUP_AUTHORIZATION_FAILED),
+READ on each topic (else TOPIC_AUTHORIZATION_FAILED; the other topics are committed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -33,6 +38,8 @@ from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
 from logstore.records import build_batch
+from logstore.security import operations
+from logstore.security.acls import ResourceType
 
 
 async def _commit(ctx: RequestContext, request: Any) -> tuple[ErrorCode, dict[tuple[str, int], OffsetCommitValue]]:
@@ -95,8 +102,22 @@ async def _commit(ctx: RequestContext, request: Any) -> tuple[ErrorCode, dict[tu
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(28, ctx.version).response_module
-    error, _ = await _commit(ctx, request)
-    error = for_version(error, ctx.version, 3)
+    original = request
+    denied: set[str] = set()
+    if not operations.allowed(ctx, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
+    elif not operations.allowed(ctx, ResourceType.GROUP, request.group_id):
+        error = ErrorCode.group_authorization_failed
+    else:
+        if ctx.broker.authorizer is not None:
+            names = {topic.name for topic in request.topics}
+            denied = names - operations.filter_allowed(ctx, ResourceType.TOPIC, names, str)
+        if denied:  # the other topics are committed, as Kafka
+            request = dataclasses.replace(request, topics=tuple(t for t in request.topics if t.name not in denied))
+        error, _ = await _commit(ctx, request)
+        error = for_version(error, ctx.version, 3)
+        if denied:
+            request = original
     return build(
         module.TxnOffsetCommitResponse,
         throttle_time=NO_THROTTLE,
@@ -105,7 +126,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 module.TxnOffsetCommitResponseTopic,
                 name=topic.name,
                 partitions=tuple(
-                    build(module.TxnOffsetCommitResponsePartition, partition_index=p.partition_index, error_code=error)
+                    build(
+                        module.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
+                        error_code=ErrorCode.topic_authorization_failed if topic.name in denied else error,
+                    )
                     for p in topic.partitions
                 ),
             )

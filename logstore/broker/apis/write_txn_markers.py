@@ -6,27 +6,37 @@ answered once the ISR has it; a partition led elsewhere is
 NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION, a marker
 below the producer's epoch INVALID_PRODUCER_EPOCH. Brokers send it to each
 other; clients do not.
+
+With an authorizer: ALTER or CLUSTER_ACTION on the cluster (brokers), else every
+partition CLUSTER_AUTHORIZATION_FAILED (security/operations.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.broker.transactions import write_markers_here
 from logstore.protocol import build, codec
+from logstore.security import operations
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(27, ctx.version).response_module
     results = []
+    allowed = ctx.broker.authorizer is None or operations.allowed_cluster(ctx, "alter") or operations.allowed_cluster(ctx)
     for marker in request.markers:
         tps = [(t.name, int(p)) for t in marker.topics for p in t.partition_indexes]
-        errors = await write_markers_here(
-            ctx.broker, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
-            bool(marker.transaction_result), tps,
-        )  # fmt: skip
+        if allowed:
+            errors = await write_markers_here(
+                ctx.broker, marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                bool(marker.transaction_result), tps,
+            )  # fmt: skip
+        else:
+            errors = dict.fromkeys(tps, ErrorCode.cluster_authorization_failed)
         by_topic: dict[str, list[Any]] = {}
         for (topic, index), error in errors.items():
             by_topic.setdefault(topic, []).append(
