@@ -53,6 +53,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         responses.append((topic.name, partitions))
     if waiting:  # acks=-1 on a replicated partition: every append first, then wait for all
         await replicas.await_replication(waiting, request.timeout.total_seconds())
+    metrics = ctx.broker.metrics
+    for _, partitions in responses:
+        for _, r in partitions:
+            if r.error:
+                metrics.error(0, r.error)
     if acks == 0:
         return None
     return RawBody(
