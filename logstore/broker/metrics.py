@@ -47,6 +47,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
+import struct
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -115,7 +116,7 @@ class TrafficCounters(dict[str, TopicTraffic]):
         traffic.records_in += records
 
     def fetched(self, topic: str, view: memoryview, replica: bool) -> None:
-        """Batches a Fetch sends: bytes, and for a consumer their records (a header-only C walk)."""
+        """Batches a Fetch sends: bytes, and for a consumer their records (:func:`record_count`)."""
         traffic = self.get(topic)
         if traffic is None:
             traffic = self[topic] = TopicTraffic()
@@ -123,8 +124,34 @@ class TrafficCounters(dict[str, TopicTraffic]):
             traffic.replication_bytes_out += len(view)
             return
         traffic.bytes_out += len(view)
-        with contextlib.suppress(Exception):  # reads hold whole batches; never fail a fetch over a count
-            traffic.records_out += scan(view, 0).record_count
+        traffic.records_out += record_count(view)
+
+
+_LENGTH = struct.Struct(">i")
+_RECORD_COUNT_AT = 57  # v2 batch header: records count (int32)
+_WALK_MAX = 8
+
+
+def record_count(view: memoryview) -> int:
+    """The records in whole v2 batches: their headers' counts. Up to :data:`_WALK_MAX` batches are
+    read here (~300 ns each); the rest by the native header-only scan (~2.5 us a call). A torn
+    last batch (a read holds none) ends the count; it never raises.
+
+    >>> from logstore.records import build_batch
+    >>> record_count(memoryview(build_batch([b"a", b"b"]) * 3)), record_count(memoryview(build_batch([b"a"]) * 20))
+    (6, 20)
+    """
+    size = len(view)
+    unpack = _LENGTH.unpack_from
+    position = count = 0
+    walked = 0
+    while position + _RECORD_COUNT_AT + 4 <= size:
+        if walked == _WALK_MAX:
+            return count + int(scan(view[position:], 0).record_count)
+        count += unpack(view, position + _RECORD_COUNT_AT)[0]
+        position += 12 + unpack(view, position + 8)[0]
+        walked += 1
+    return count
 
 
 class BrokerMetrics:
