@@ -44,6 +44,7 @@ True
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import contextlib
 import logging
@@ -265,6 +266,15 @@ class BrokerMetrics:
         """The Prometheus text format (version 0.0.4) of every family, read now."""
         return typing.cast(bytes, generate_latest(self.registry))
 
+    async def exposition_async(self) -> bytes:
+        """:meth:`exposition` for the event loop: the families are read on the loop (so they see
+        the state between two requests), the text is made in the default executor. Formatting is
+        most of a scrape (~8 us a sample, against ~2 us to read it): 150 partitions take ~5 ms,
+        which the loop would otherwise spend in one block."""
+        families = list(self.registry.collect())
+        loop = asyncio.get_running_loop()
+        return typing.cast(bytes, await loop.run_in_executor(None, generate_latest, _Collected(families)))
+
     def collect(self) -> Iterable[Metric]:
         yield from self._counted()
         if self.broker is not None:
@@ -347,6 +357,16 @@ class BrokerMetrics:
         for quota_type, ms in list(self.throttle_ms.items()):
             throttle.add_metric([quota_type], ms)
         yield throttle
+
+
+class _Collected:
+    """Families already read, as generate_latest wants them (a registry's ``collect``)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return iter(self._families)
 
 
 class _Collector:

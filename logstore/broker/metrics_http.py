@@ -7,9 +7,10 @@
 Prometheus reconnects at each scrape, which at one scrape per second or
 slower costs nothing worth a keep-alive implementation. A request's head must
 arrive within :data:`READ_TIMEOUT_S` and fit :data:`HEAD_MAX_BYTES`, else the
-connection is dropped (400 for an oversized or malformed head). The
-exposition is built on the event loop, so it reads the broker's state between
-two requests' handling, never in the middle of one.
+connection is dropped (400 for an oversized or malformed head). The metric
+families are read on the event loop, so they see the broker's state between
+two requests' handling, never in the middle of one; the text is formatted in
+the default executor (:meth:`BrokerMetrics.exposition_async`).
 
 Not prometheus_client's ``start_http_server``: that one serves from a thread,
 which would read the broker's state while the loop changes it.
@@ -131,7 +132,7 @@ class MetricsServer:
         if method != b"GET":
             return "405 Method Not Allowed", b"only GET is served\n", "text/plain"
         if target == b"/metrics":
-            return "200 OK", self.metrics.exposition(), CONTENT_TYPE
+            return "200 OK", await self.metrics.exposition_async(), CONTENT_TYPE
         if target == b"/":
             return "200 OK", b"logstore broker metrics: GET /metrics\n", "text/plain"
         return "404 Not Found", b"not found; metrics are at /metrics\n", "text/plain"
