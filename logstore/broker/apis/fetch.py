@@ -104,8 +104,9 @@ def _count(broker: Broker, topics: list[tuple[str, list[PartitionRead]]], replic
     traffic = metrics.traffic
     for name, reads in topics:
         for read in reads:
-            if read.read is not None and read.read.segment_read is not None:
-                traffic.fetched(name, read.read.segment_read.view, replica)
+            found = read.read
+            if found is not None and found.segment_read is not None:
+                traffic.fetched(name, found.segment_read.size, found.record_count, replica)
             if errors and read.error:
                 metrics.error(1, read.error)
 
