@@ -71,6 +71,7 @@ LATENCY_BUCKETS: tuple[float, ...] = (
 QUOTA_TYPES = ("produce", "fetch", "request", "controller_mutation")
 """Kafka's quota types; ``logstore_throttle_time_ms_total`` shows each from the start (0)."""
 
+_bucket = bisect.bisect_left  # the bucket of an observation: the first bound >= it ("le")
 _BUCKET_LABELS = [repr(bound) for bound in LATENCY_BUCKETS] + ["+Inf"]
 
 
@@ -154,7 +155,7 @@ class BrokerMetrics:
         if stats is None:
             stats = self.requests[api.key] = RequestStats(api.name, api.max_version)
         stats.by_version[version] += 1
-        stats.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        stats.buckets[_bucket(LATENCY_BUCKETS, seconds)] += 1
         stats.seconds += seconds
         if response is None:
             return
