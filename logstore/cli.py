@@ -67,7 +67,9 @@ def broker(
     log.retention.ms, log.segment.bytes, message.max.bytes,
     socket.request.max.bytes, ...). With zookeeper.connect (host:port[/chroot]) it
     joins that cluster (broker.id unique per broker, broker.rack optional; see
-    docs/cluster.md for what a cluster does today).
+    docs/cluster.md for what a cluster does today). With
+    metrics.listener=http://host:port it serves Prometheus metrics at /metrics
+    (docs/metrics.md).
     """
     from logstore.broker.config import BrokerConfig
     from logstore.broker.run import run

@@ -172,6 +172,8 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "sasl.login.refresh.window.jitter": ("double", 0.05, None),
     "sasl.login.refresh.min.period.seconds": ("short", 60, 0),
     "sasl.login.refresh.buffer.seconds": ("short", 300, 0),
+    # logstore's own: the Prometheus endpoint, http://host:port (empty: off; docs/metrics.md).
+    "metrics.listener": ("string", "", None),
 }
 
 # Broker log.* keys -> the topic key they default, with a unit factor.
@@ -356,6 +358,9 @@ class BrokerConfig:
         parse_listeners(config.values["listeners"])
         if config.values["advertised.listeners"]:
             parse_listeners(config.values["advertised.listeners"], "advertised.listeners")
+        from logstore.broker.metrics_http import parse_metrics_listener
+
+        parse_metrics_listener(config.values["metrics.listener"])
         return config
 
     @classmethod

@@ -50,6 +50,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.inter_broker import BrokerChannel, ChannelError
 from logstore.broker.metadata_cache import NO_LEADER, MetadataCache, PartitionState
+from logstore.broker.metrics import BrokerMetrics
 from logstore.broker.partition import Partition
 from logstore.broker.producers import last_sequence
 from logstore.broker.purgatory import Purgatory
@@ -122,6 +123,7 @@ class ReplicaManager:
         self.node_id = node_id
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.purgatory = Purgatory()
+        self.metrics = BrokerMetrics()  # the Broker's own replaces it (traffic and ISR counts)
         self._partitions: dict[tuple[str, int], Partition] = {}
         # Replication (start_replication): off for a broker alone.
         self.replicated = False
@@ -194,8 +196,13 @@ class ReplicaManager:
         """Every partition's Log (DescribeLogDirs). O(P)."""
         return self.logs_by_partition.logs()
 
+    def held_partitions(self) -> list[Partition]:
+        """The Partition objects made so far (metrics: leaders, under-replicated). O(P)."""
+        return list(self._partitions.values())
+
     def forget_topic(self, name: str) -> None:
         """Drop the partitions of a deleted topic (their producer state goes with them). O(P)."""
+        self.metrics.traffic.pop(name, None)
         for key in [key for key in self._partitions if key[0] == name]:
             del self._partitions[key]
 
@@ -267,6 +274,7 @@ class ReplicaManager:
             return AppendResult(code, message=str(e))
         if state is not None:
             state.record(producer_id, batch.producer_epoch, *sequence, info.first_offset, info.last_offset)
+        self.metrics.traffic.produced(topic, batch.size, batch.record_count)
         partition.check_offsets()
         if self.replicated:
             partition.maybe_advance_high_watermark()
@@ -575,9 +583,11 @@ class ReplicaManager:
 
     def _alter_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
         partition.pending_isr = isr
-        self._spawn(self._send_alter_partition(partition, isr))
+        self._spawn(self._send_alter_partition(partition, isr, partition.state.isr))
 
-    async def _send_alter_partition(self, partition: Partition, isr: tuple[int, ...]) -> None:
+    async def _send_alter_partition(
+        self, partition: Partition, isr: tuple[int, ...], before: tuple[int, ...] = ()
+    ) -> None:
         """AlterPartition to the controller; the answer is the partition's new state (also seen
         later through the controller's watch). An error leaves the ISR as it was: the next
         fetch or check asks again, after ``replica.fetch.backoff.ms``."""
@@ -591,6 +601,8 @@ class ReplicaManager:
                 if error == ErrorCode.none:
                     answer = response.topics[0].partitions[0]
                     error = answer.error_code
+                    if error == ErrorCode.none:
+                        self.metrics.isr_changed(before, answer.isr)
                     if (
                         error == ErrorCode.none
                         and self._partitions.get(key) is partition

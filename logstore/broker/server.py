@@ -31,6 +31,8 @@ from logstore.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
 from logstore.broker.fetch_session import FetchSessionCache
 from logstore.broker.legacy_topic_configs import LegacyTopicConfigs
 from logstore.broker.metadata_cache import BrokerEndpoint, MetadataCache
+from logstore.broker.metrics import BrokerMetrics
+from logstore.broker.metrics_http import MetricsServer, parse_metrics_listener
 from logstore.broker.producers import ProducerIds
 from logstore.broker.replica_fetcher import FetcherSettings
 from logstore.broker.replica_manager import ReplicaManager
@@ -122,6 +124,7 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = peer[0] if isinstance(peer, tuple) else str(peer)
         self.broker.connections.add(self)
+        self.broker.metrics.connection_opened(self.listener_name)
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -146,6 +149,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.broker.connections.discard(self)
+        self.broker.metrics.connection_closed(self.listener_name)
         self._wake.set()
         self._writable.set()
 
@@ -337,6 +341,9 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.log_manager, self.metadata, self.node_id, config.producer_id_expiration_ms
         )
+        # Prometheus metrics (metrics.py; served by metrics_http.py when metrics.listener is set).
+        self.metrics = self.replica_manager.metrics = BrokerMetrics(self)
+        self.metrics_server: MetricsServer | None = None
         self.producer_ids = ProducerIds(self.data_dir)
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.connections: set[Connection] = set()
@@ -403,6 +410,10 @@ class Broker:
             self.metadata.set_brokers([BrokerEndpoint(self.node_id, host, port, self.config.broker_rack)])
             self.coordinator = start_coordinator(self)  # alone, this broker leads every partition
             self.transactions = start_transactions(self)
+        metrics_address = parse_metrics_listener(self.config.values["metrics.listener"])
+        if metrics_address is not None:
+            self.metrics_server = MetricsServer(self.metrics)
+            await self.metrics_server.start(*metrics_address)
         for listening in self._servers:
             await listening.start_serving()
         self._reaper = loop.create_task(self._reap_idle())
@@ -464,6 +475,8 @@ class Broker:
                 )  # fmt: skip
         for server in self._servers:
             server.close()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         if self._reaper is not None:
             self._reaper.cancel()
         for connection in list(self.connections):
@@ -501,6 +514,7 @@ class Broker:
 
     async def handle(self, frame: bytes | memoryview, connection: Connection) -> list[Any] | None:
         """Serve one request frame; returns the response frame's chunks, or None."""
+        started = time.perf_counter()
         api_key, version, correlation_id = HEADER.unpack_from(frame, 0)
         api = registry().get(api_key)
         if api is None:
@@ -527,5 +541,8 @@ class Broker:
             ) from None
         response = await api.handle(RequestContext(self, connection, header), request)
         if response is None:
+            self.metrics.observe(api, version, time.perf_counter() - started, None)
             return None
-        return encode_response(codec_, correlation_id, response, header_v0=api_key == API_VERSIONS_KEY)
+        chunks = encode_response(codec_, correlation_id, response, header_v0=api_key == API_VERSIONS_KEY)
+        self.metrics.observe(api, version, time.perf_counter() - started, response)
+        return chunks

@@ -110,11 +110,13 @@ class ReadResult:
     """Whole batches from one segment: bytes for zero-copy serving, records on demand.
 
     ``file``, ``position`` and ``size`` say where the bytes lie, for
-    ``sendfile``; ``view`` is a zero-copy memoryview of them.
+    ``sendfile``; ``view`` is a zero-copy memoryview of them. ``record_count``:
+    the records the batches' headers count (from the read's own check; metrics).
     """
 
     segment_read: SegmentRead | None
     offset: int
+    record_count: int = 0
 
     @property
     def file(self) -> str | None:
@@ -703,8 +705,7 @@ class Log:
                 continue
             read = self._below(read, limit)
             if read is not None:
-                self._verify(read, offset)
-                return ReadResult(read, offset)
+                return ReadResult(read, offset, self._verify(read, offset))
         return ReadResult(None, offset)
 
     def _below(self, read: SegmentRead, limit: int) -> SegmentRead | None:
@@ -718,8 +719,8 @@ class Log:
             return None
         return SegmentRead(read.segment, read.position, at, read.view[:at])
 
-    def _verify(self, read: SegmentRead, offset: int) -> None:
-        """CRC, offsets and epochs of the batches about to be served, in C.
+    def _verify(self, read: SegmentRead, offset: int) -> int:
+        """CRC, offsets and epochs of the batches about to be served, in C; returns their record count.
 
         In a log that was never compacted the batch holding ``offset`` must
         start at or before it: a later start means its base offset (which
@@ -735,6 +736,7 @@ class Log:
                 f"{read.path}: the batch at byte {read.position + state.bytes_valid} failed its check and is "
                 "not served; restart to recover the log, or restore the segment from a replica"
             )
+        return int(state.record_count)
 
     def get(self, offset: int, upto: str = "high_watermark") -> Record | None:
         """The one record with ``offset``; None if compaction removed it.

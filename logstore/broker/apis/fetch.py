@@ -116,6 +116,19 @@ def _denied(ctx: RequestContext, request: Any, items: list[FetchItem]) -> set[st
     return topics - operations.filter_allowed(ctx, ResourceType.TOPIC, topics, str)
 
 
+def _count(broker: Broker, topics: list[tuple[str, list[PartitionRead]]], replica: bool, errors: bool) -> None:
+    """Metrics: the bytes (and records) sent per topic, and the partitions' error codes."""
+    metrics = broker.metrics
+    traffic = metrics.traffic
+    for name, reads in topics:
+        for read in reads:
+            found = read.read
+            if found is not None and found.segment_read is not None:
+                traffic.fetched(name, found.segment_read.size, found.record_count, replica)
+            if errors and read.error:
+                metrics.error(1, read.error)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     module = codec(1, ctx.version).response_module
@@ -143,6 +156,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             break
         await broker.replica_manager.wait_for_data(keys, remaining)
     topics = _answered(reads, context)
+    _count(broker, topics, request.replica_id >= 0, errors)
     return build(
         module.FetchResponse,
         throttle_time=NO_THROTTLE,

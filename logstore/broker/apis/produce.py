@@ -65,9 +65,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             partitions.append((data.index, result))
             if result.required_offset >= 0:
                 waiting.append((topic.name, data.index, result))
+            elif result.error:
+                ctx.broker.metrics.error(0, result.error)
         responses.append((topic.name, partitions))
     if waiting:  # acks=-1 on a replicated partition: every append first, then wait for all
         await replicas.await_replication(waiting, request.timeout.total_seconds())
+        for _, _, result in waiting:
+            if result.error:
+                ctx.broker.metrics.error(0, result.error)
     if acks == 0:
         return None
     return RawBody(
