@@ -78,6 +78,10 @@ _MODULES = (
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )
 
 
