@@ -866,3 +866,8 @@ def reassign_partitions(bootstrap_server: str, timeout: float, plan_file: str | 
             click.echo(line)
     finally:
         admin.close()
+
+
+from logstore.users_admin import users  # noqa: E402 - `logstore users` (SCRAM credentials)
+
+main.add_command(users)

@@ -71,7 +71,7 @@ class TestPKI:
                     decipher_only=False,
                 ),
                 critical=True,
-            )  # fmt: skip
+            )
             .sign(self.key, hashes.SHA256())
         )
         self.ca_path = os.path.join(self.directory, f"{self.slug}.pem")

@@ -51,7 +51,7 @@ def test_config_rejects_bad_values_and_reports_unused_keys() -> None:
         BrokerConfig.from_dict({"auto.create.topics.enable": "maybe"})
     with pytest.raises(InvalidConfigError, match=r"segment\.bytes"):
         BrokerConfig.from_dict({"log.segment.bytes": "-5"})
-    with pytest.raises(InvalidConfigError, match="listener.security.protocol.map"):
+    with pytest.raises(InvalidConfigError, match=r"listener\.security\.protocol\.map"):
         BrokerConfig.from_dict({"listeners": "CLIENT://127.0.0.1:9093"})
     assert BrokerConfig.from_dict({"zookeeper.set.acl": "true"}).ignored == ["zookeeper.set.acl"]
     used = BrokerConfig.from_dict({"zookeeper.connect": "127.0.0.1:2181/k", "broker.rack": "r1"})
