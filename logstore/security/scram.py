@@ -157,6 +157,15 @@ Lookup = Callable[[str, str], "ScramCredential | None"]  # (username, mechanism 
 _FAKE_KEY = secrets.token_bytes(32)  # made-up credentials for unknown users, per process
 
 
+def _b64_canonical(text: str) -> bytes:
+    """Base64 in its one canonical spelling (padding bits zero), else ValueError: a proof
+    spelled another way is another message."""
+    data = base64.b64decode(text, validate=True)
+    if base64.b64encode(data).decode("ascii") != text:
+        raise ValueError("non-canonical base64")
+    return data
+
+
 class ScramServer:
     """The server side of one SCRAM exchange: :meth:`evaluate` each client message in turn.
 
@@ -265,8 +274,8 @@ class ScramServer:
         if len(fields) < 2 or not fields[0].startswith("c=") or not fields[1].startswith("r="):
             raise self._failed()
         try:
-            binding = base64.b64decode(fields[0][2:], validate=True)
-            proof = base64.b64decode(message[cut + 3 :], validate=True)
+            binding = _b64_canonical(fields[0][2:])
+            proof = _b64_canonical(message[cut + 3 :])
         except ValueError:
             raise self._failed() from None
         credential = self._credential

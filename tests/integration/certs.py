@@ -89,9 +89,10 @@ class TestPKI:
         password: str | None = None,
     ) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
-        attributes = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
-        if org:
-            attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+        # Encoded most significant first (O, then CN), as openssl -subj /O=../CN=.. does: the
+        # RFC 2253 name (Kafka's principal) reads it backwards, CN=alice,O=Example.
+        attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org)] if org else []
+        attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
         now = datetime.datetime.now(datetime.UTC)
         start, end = (
             (now - datetime.timedelta(days=2), now - datetime.timedelta(days=1))
