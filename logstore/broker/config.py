@@ -65,6 +65,8 @@ def message_format_version_error(value: str) -> str | None:
     return None if key in MESSAGE_FORMAT_VERSIONS else f"Version {value} is not a valid version"
 
 
+_DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+
 # name: (kind, default, minimum). Defaults are Kafka's unless noted.
 _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "broker.id": ("int", 0, 0),
@@ -158,8 +160,7 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "replica.alter.log.dirs.io.max.bytes.per.second": ("long", LONG_MAX, 0),
     # Listeners, TLS and SASL (logstore/security; docs/security.md). Kafka's names and defaults;
     # TLS reads PEM only (ssl.keystore.type / ssl.truststore.type must be PEM where SSL is used).
-    "listener.security.protocol.map": (
-        "string", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", None),
+    "listener.security.protocol.map": ("string", _DEFAULT_PROTOCOL_MAP, None),
     "inter.broker.listener.name": ("string", None, None),
     "security.inter.broker.protocol": ("string", "PLAINTEXT", None),
     "connections.max.reauth.ms": ("long", 0, 0),

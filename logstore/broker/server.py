@@ -561,7 +561,7 @@ class Broker:
                 if not connection.busy and (now - connection.last_active) * 1000 > idle_ms:
                     connection.close(f"idle for more than connections.max.idle.ms={idle_ms}")
                 elif connection.sasl is not None and not connection.busy and connection.sasl.expired(now):
-                    connection.close("SASL session expired (connections.max.reauth.ms) without re-authentication")
+                    connection.close("SASL session expired: not re-authenticated (connections.max.reauth.ms)")
 
     # -- dispatch ------------------------------------------------------------
 
