@@ -29,7 +29,8 @@ def main() -> None:
 @click.option(
     "--listeners",
     default=None,
-    help="PLAINTEXT://host:port[,...] to listen on (default PLAINTEXT://127.0.0.1:9092).",
+    help="NAME://host:port[,...] to listen on, e.g. PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093 "
+    "(default PLAINTEXT://127.0.0.1:9092; protocols: listener.security.protocol.map, docs/security.md).",
 )
 @click.option(
     "--config",
