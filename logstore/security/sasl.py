@@ -108,6 +108,7 @@ class SaslSession:
     legacy: bool = False  # after SaslHandshake v0: raw tokens
     expires_at: float | None = None  # time.monotonic() past which the session is over
     close_after_response: bool = False
+    close_reason: str = "SASL state illegal"
     _reauthenticating: bool = field(default=False)
 
     # -- the gate on every request of a SASL connection ------------------------
@@ -135,7 +136,7 @@ class SaslSession:
         if self.close_after_response:
             if chunks:
                 connection.write_now(chunks)
-            connection.close("SASL authentication failed or SASL state illegal")
+            connection.close(self.close_reason)
             return None
         return chunks
 
@@ -146,15 +147,20 @@ class SaslSession:
 
     def handshake(self, mechanism: str, version: int) -> str:
         """Start an exchange; returns "ok", "unsupported" (close after answering) or "illegal"."""
+        self.close_after_response = True  # unless it goes well
         if self.mechanism is not None and not self.authenticated:
-            self.close_after_response = True  # a second handshake mid-exchange
+            self.close_reason = "a second SaslHandshake in the middle of an exchange (ILLEGAL_SASL_STATE)"
             return "illegal"
         if self.authenticated and (version < 1 or mechanism != self.mechanism):
-            self.close_after_response = True  # re-authentication: v1+ and the same mechanism (Kafka)
+            # Re-authentication: SaslHandshake v1+ and the same mechanism (Kafka's rule).
+            self.close_reason = f"re-authentication with SaslHandshake v{version} {mechanism[:40]!r} refused"
             return "illegal" if version < 1 else "unsupported"
         if mechanism not in self.listener.mechanisms:
-            self.close_after_response = True
+            self.close_reason = (
+                f"SASL mechanism {mechanism[:40]!r} is not enabled (UNSUPPORTED_SASL_MECHANISM)"
+            )
             return "unsupported"
+        self.close_after_response = False
         self._reauthenticating = self.authenticated
         self.mechanism = mechanism
         self.server = self.listener.server(mechanism)
@@ -172,11 +178,13 @@ class SaslSession:
         server = self.server
         if server is None or (self.authenticated and not self._reauthenticating):
             self.close_after_response = True
+            self.close_reason = "SaslAuthenticate before SaslHandshake (ILLEGAL_SASL_STATE)"
             raise IllegalSaslState("SaslAuthenticate before SaslHandshake")
         try:
             response: bytes = server.evaluate(token)
-        except SaslAuthenticationError:
+        except SaslAuthenticationError as e:
             self.close_after_response = True
+            self.close_reason = f"{self.mechanism} authentication failed: {e}"
             self.server = None
             raise
         lifetime = 0
@@ -184,6 +192,7 @@ class SaslSession:
             principal = KafkaPrincipal("User", server.username)
             if self._reauthenticating and principal != connection.principal:
                 self.close_after_response = True
+                self.close_reason = "re-authentication as another principal"
                 raise SaslAuthenticationError(
                     f"Cannot change principals during re-authentication from {connection.principal}: {principal}"
                 )

@@ -28,6 +28,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error, message = ErrorCode.illegal_sasl_state, "Unexpected SaslAuthenticate request"
         if session is not None:
             session.close_after_response = True
+            session.close_reason = "SaslAuthenticate after SaslHandshake v0 (ILLEGAL_SASL_STATE)"
     else:
         try:
             token, lifetime = session.authenticate(bytes(request.auth_bytes), ctx.connection, ctx.version)
