@@ -55,7 +55,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def security_overrides(pki: TestPKI, server: Issued) -> dict[str, str]:
     return {
         "listener.security.protocol.map": (
-            "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,OPTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
         ),
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": server.keystore,
@@ -63,6 +63,7 @@ def security_overrides(pki: TestPKI, server: Issued) -> dict[str, str]:
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": pki.ca_path,
         "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.optls.ssl.client.auth": "requested",
         "sasl.enabled.mechanisms": ",".join(MECHANISMS),
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
@@ -94,7 +95,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     }
     broker, ports = start_broker(
         directory,
-        ["PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL"],
+        ["PLAINTEXT", "SSL", "MTLS", "OPTLS", "SASL_PLAINTEXT", "SASL_SSL"],
         security_overrides(pki, certs["server"]),
     )
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):  # the first users, before the broker runs
@@ -270,6 +271,24 @@ def test_mtls_refuses_clients_without_a_trusted_valid_certificate(secured: Secur
         assert plain.answered(metadata_request())
 
 
+def test_requested_client_auth_serves_clients_with_and_without_certificates(secured: Secured) -> None:
+    alice = secured.certs["alice"]
+    with SaslWire(secured.at("OPTLS"), tls=tls_context(secured.pki.ca_path)) as anonymous:
+        assert anonymous.answered(metadata_request())
+    with SaslWire(secured.at("OPTLS"), tls=tls_context(secured.pki.ca_path, alice.cert, alice.key)) as client:
+        assert client.answered(metadata_request())
+    wait_until(lambda: "authenticated User:CN=alice,O=Example by its TLS certificate on listener OPTLS"
+               in secured.broker.log_text(), "the principal in the log", timeout=10)  # fmt: skip
+    untrusted = secured.certs["untrusted"]  # one that presents a bad certificate still fails
+    try:
+        with SaslWire(
+            secured.at("OPTLS"), tls=tls_context(secured.pki.ca_path, untrusted.cert, untrusted.key)
+        ) as bad:
+            assert not bad.answered(metadata_request())
+    except (ssl.SSLError, ConnectionError):
+        pass
+
+
 def test_confluent_kafka_without_a_certificate_cannot_use_the_mtls_listener(secured: Secured) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
@@ -416,6 +435,17 @@ def test_users_cli_over_the_wire(secured: Secured) -> None:
         "users", "delete", "--bootstrap-server", bootstrap, "--user", "dave", "--mechanism", "SCRAM-SHA-256"
     )
     assert again.returncode != 0 and "does not exist" in again.stderr
+    # Through a SASL_SSL listener, with client settings from --command-config.
+    secure = client_config(secured, "SASL_SSL", "SCRAM-SHA-512")
+    settings = [f"--command-config={k}={v}" for k, v in secure.items() if k != "bootstrap.servers"]
+    described = cli(
+        "users", "describe", "--bootstrap-server", secured.at("SASL_SSL"), "--user", "carol", *settings
+    )
+    assert described.returncode == 0, described.stderr
+    assert [line.split() for line in described.stdout.split("\n")[1:] if line] == [
+        ["carol", "SCRAM-SHA-256", "4096"],
+        ["carol", "SCRAM-SHA-512", "4096"],
+    ]
     del ck
 
 
