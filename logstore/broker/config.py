@@ -164,6 +164,7 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "inter.broker.listener.name": ("string", None, None),
     "security.inter.broker.protocol": ("string", "PLAINTEXT", None),
     "connections.max.reauth.ms": ("long", 0, 0),
+    "sasl.server.max.receive.size": ("int", 524_288, 1),  # the largest frame before SASL completes
     "ssl.keystore.type": ("string", "JKS", None),
     "ssl.keystore.location": ("string", None, None),
     "ssl.keystore.password": ("string", None, None),

@@ -16,7 +16,10 @@ The exchange, as Kafka's ``SaslServerAuthenticator`` (KIP-43, KIP-152, KIP-368):
 
 Before authentication only ApiVersions, SaslHandshake and SaslAuthenticate
 are served; any other request closes the connection unanswered (Kafka's
-ILLEGAL_SASL_STATE disconnect). With ``connections.max.reauth.ms`` > 0 a
+ILLEGAL_SASL_STATE disconnect), and a frame larger than
+``sasl.server.max.receive.size`` (Kafka's 512 KiB) closes it: an
+unauthenticated client cannot make the broker buffer 100 MB requests. With
+``connections.max.reauth.ms`` > 0 a
 session lasts that long (SaslAuthenticate v1+ says so in
 ``session_lifetime_ms``); a request other than SaslHandshake/SaslAuthenticate
 arriving after that closes the connection, and the idle reaper closes
@@ -60,6 +63,7 @@ class SaslListener:
     plain_users: dict[str, str]
     credentials: CredentialStore
     reauth_ms: int = 0
+    max_receive_size: int = 524_288  # sasl.server.max.receive.size: frames before authentication
 
     @classmethod
     def from_config(cls, listener: str, setting: Any, credentials: CredentialStore) -> SaslListener:
@@ -89,7 +93,14 @@ class SaslListener:
                     'user_alice=\\"alice-secret\\";"'
                 )
             plain_users = parse_jaas_users(str(jaas), prefixed)
-        return cls(listener, usable, plain_users, credentials, int(setting("connections.max.reauth.ms") or 0))
+        return cls(
+            listener,
+            usable,
+            plain_users,
+            credentials,
+            int(setting("connections.max.reauth.ms") or 0),
+            int(setting("sasl.server.max.receive.size") or 524_288),
+        )
 
     def server(self, mechanism: str) -> PlainServer | ScramServer:
         if mechanism == "PLAIN":
@@ -197,6 +208,8 @@ class SaslSession:
                     f"Cannot change principals during re-authentication from {connection.principal}: {principal}"
                 )
             connection.principal = principal
+            # Frames up to socket.request.max.bytes from now on (sasl.server.max.receive.size before).
+            connection._reader.size_max = connection.broker.config.socket_request_max_bytes
             self.authenticated = True
             self._reauthenticating = False
             self.server = None

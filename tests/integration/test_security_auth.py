@@ -570,3 +570,21 @@ def test_reauthentication(tmp_path: Any) -> None:
         assert log.count("authenticated User:gina with SCRAM-SHA-512") >= 5  # re-authentications
     finally:
         assert broker.stop() == 0, broker.log_text()[-3000:]
+
+
+def test_large_frames_wait_for_authentication(secured: Secured) -> None:
+    """sasl.server.max.receive.size (512 KiB): no big frame before SASL completes; any after."""
+    with SaslWire(secured.at("SASL_PLAINTEXT")) as client:
+        assert client.handshake("PLAIN").error_code.value == 0
+        assert not client.answered(__import__("saslkit").authenticate_request(b"\0alice\0" + b"x" * 600_000))
+        assert client.is_closed(1)
+    import confluent_kafka as ck
+
+    config = client_config(secured, "SASL_PLAINTEXT", "SCRAM-SHA-512")
+    producer = ck.Producer({**config, "message.max.bytes": 1_000_000})
+    outcomes: list[Any] = []
+    producer.produce(
+        f"big-sasl-{uuid.uuid4().hex[:8]}", os.urandom(900_000), on_delivery=lambda e, m: outcomes.append(e)
+    )
+    assert producer.flush(30) == 0
+    assert outcomes == [None]
