@@ -49,6 +49,9 @@ class SaslWire(WireClient):
         if tls is not None:
             self.sock = tls.wrap_socket(self.sock, server_hostname=bootstrap.rsplit(":", 1)[0])
 
+    def __enter__(self) -> SaslWire:
+        return self
+
     def handshake(self, mechanism: str, version: int = 1) -> Any:
         return self.call(handshake_request(mechanism, version))
 

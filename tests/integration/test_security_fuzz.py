@@ -21,6 +21,7 @@ import random
 import struct
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -118,6 +119,7 @@ def auth_bytes(frame: bytes) -> bytes:
     from kio.serial import entity_reader
     from wire import response_class
 
+    response: Any
     response, _ = entity_reader(response_class(36, 2))(frame, 5)
     assert response.error_code.value == 0, response
     return bytes(response.auth_bytes)
@@ -140,6 +142,7 @@ async def exchange(port: int, rng: random.Random, stats: Counter[str], control: 
     try:
         scram = ScramClient(MECHANISMS[mechanism], user, password) if mechanism != "PLAIN" else None
         first_token = f"\0{user}\0{password}".encode() if scram is None else scram.first()
+        make: Callable[[bytes], bytes]
         if stage == "handshake":
             token, make = mechanism.encode(), handshake_frame
         else:
