@@ -18,13 +18,16 @@ Before authentication only ApiVersions, SaslHandshake and SaslAuthenticate
 are served; any other request closes the connection unanswered (Kafka's
 ILLEGAL_SASL_STATE disconnect), and a frame larger than
 ``sasl.server.max.receive.size`` (Kafka's 512 KiB) closes it: an
-unauthenticated client cannot make the broker buffer 100 MB requests. With
-``connections.max.reauth.ms`` > 0 a
-session lasts that long (SaslAuthenticate v1+ says so in
-``session_lifetime_ms``); a request other than SaslHandshake/SaslAuthenticate
-arriving after that closes the connection, and the idle reaper closes
-expired idle connections too. Plain (non-SASL) connections never reach this
-module: ``Connection.sasl`` is None there.
+unauthenticated client cannot make the broker buffer 100 MB requests.
+
+With ``connections.max.reauth.ms`` > 0 a session lasts that long
+(SaslAuthenticate v1+ says so in ``session_lifetime_ms``); a request other
+than SaslHandshake/SaslAuthenticate arriving after that closes the
+connection, and the idle reaper closes expired idle connections too.
+
+Cost: PLAINTEXT connections never reach this module (``Connection.sasl`` is
+None there: one attribute check per request); a SASL connection pays one
+header read and two comparisons per request once authenticated.
 """
 
 from __future__ import annotations
