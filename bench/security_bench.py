@@ -6,7 +6,9 @@ by tests/integration/certs.py) and measures, ``--runs`` times, interleaved:
 
 (a) confluent-kafka produce then consume of ``--records`` 100-byte values
     over PLAINTEXT and over SSL (acks=all, one partition, a topic per run and
-    listener); the bar: TLS >= 60% of plaintext, for produce and consume;
+    listener); the bar: TLS >= 60% of plaintext, for produce and consume.
+    The broker's CPU per MB of values is printed too (what TLS costs the
+    broker even where the client is the bottleneck);
 (b) SCRAM-SHA-512 authentication (4,096 iterations, the user made with
     ``logstore users add --data-dir``): ``--connections`` raw-socket clients,
     each timed from TCP connect to a successful final SaslAuthenticate
@@ -19,7 +21,7 @@ by tests/integration/certs.py) and measures, ``--runs`` times, interleaved:
 Figures go to stderr as they come and as a table at the end (medians of the
 runs; the ratio is the median of per-run ratios). Usage::
 
-    .venv/bin/python bench/security_bench.py [--runs 3] [--records 300000] [--connections 50]
+    .venv/bin/python bench/security_bench.py [--runs 3] [--records 1000000] [--connections 50]
 """
 
 from __future__ import annotations
@@ -108,6 +110,13 @@ class SecureBroker:
             with open(self.log_path) as f:
                 raise SystemExit(f"the broker did not start; its log:\n{f.read()[-3000:]}")
 
+    def cpu_seconds(self) -> float:
+        """utime + stime of the broker process so far (proc(5) fields 14, 15)."""
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def client(self, listener: str) -> dict[str, Any]:
         config: dict[str, Any] = {"bootstrap.servers": self.at(listener)}
         if listener == "SSL":
@@ -156,7 +165,8 @@ def produce(broker: SecureBroker, listener: str, topic: str, records: int) -> fl
 
 
 def consume(broker: SecureBroker, listener: str, topic: str, records: int) -> float:
-    """Records per second, from the first record to the last (the connection made before)."""
+    """Records per second, from the assignment to the last record (the connection made before,
+    untimed: the TLS handshake is not part of the figure)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({
@@ -164,14 +174,13 @@ def consume(broker: SecureBroker, listener: str, topic: str, records: int) -> fl
         "auto.offset.reset": "earliest", "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 10_485_760,
     })  # fmt: skip
+    consumer.list_topics(topic, timeout=30)  # connected (and, over TLS, the handshake done)
+    started = time.perf_counter()
     consumer.assign([TopicPartition(topic, 0, 0)])
     got = 0
-    started = 0.0
     deadline = time.monotonic() + TIMEOUT_S
     while got < records:
         batch = consumer.consume(10_000, 1.0)
-        if batch and not started:
-            started = time.perf_counter()
         got += sum(1 for message in batch if message.error() is None)
         if time.monotonic() > deadline:
             raise SystemExit(f"consume over {listener}: {got} of {records} in {TIMEOUT_S} s")
@@ -237,7 +246,9 @@ def scram_login(at: str, salted: bytes | None = None) -> tuple[float, bytes]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="Interleaved runs (medians over them).")
-    parser.add_argument("--records", type=int, default=300_000, help="100-byte records per produce/consume.")
+    parser.add_argument(
+        "--records", type=int, default=1_000_000, help="100-byte records per produce/consume."
+    )
     parser.add_argument("--connections", type=int, default=50, help="SCRAM logins per run and way.")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="security-bench-")
@@ -254,12 +265,18 @@ def main() -> None:
             print(f"run {run}", file=sys.stderr, flush=True)
             order = ("PLAINTEXT", "SSL") if run % 2 else ("SSL", "PLAINTEXT")
             rates: dict[str, float] = {}
+            cpu: dict[str, float] = {}
+            megabytes = args.records * RECORD_BYTES / 1e6
             for listener in order:
                 topic = f"bench-{listener.lower()}-{run}-{time.monotonic_ns()}"
-                rates[f"produce {listener}"] = produce(broker, listener, topic, args.records)
-                rates[f"consume {listener}"] = consume(broker, listener, topic, args.records)
+                for phase, work in (("produce", produce), ("consume", consume)):
+                    before = broker.cpu_seconds()
+                    rates[f"{phase} {listener}"] = work(broker, listener, topic, args.records)
+                    cpu[f"{phase} {listener}"] = (broker.cpu_seconds() - before) * 1000 / megabytes
             for name, value in rates.items():
                 note(f"{name} records/s", value, "records/s")
+            for name, value in cpu.items():
+                note(f"{name} broker CPU ms/MB", value, "ms/MB")
             note("produce TLS/plaintext", rates["produce SSL"] / rates["produce PLAINTEXT"], "x")
             note("consume TLS/plaintext", rates["consume SSL"] / rates["consume PLAINTEXT"], "x")
             _, salted = scram_login(broker.at("SASL_PLAINTEXT"))  # warm up; learn the salted password
