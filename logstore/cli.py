@@ -29,7 +29,8 @@ def main() -> None:
 @click.option(
     "--listeners",
     default=None,
-    help="PLAINTEXT://host:port[,...] to listen on (default PLAINTEXT://127.0.0.1:9092).",
+    help="NAME://host:port[,...] to listen on, e.g. PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093 "
+    "(default PLAINTEXT://127.0.0.1:9092; protocols: listener.security.protocol.map, docs/security.md).",
 )
 @click.option(
     "--config",
@@ -874,3 +875,6 @@ def reassign_partitions(bootstrap_server: str, timeout: float, plan_file: str | 
 from logstore.acls_cli import acls as _acls  # noqa: E402
 
 main.add_command(_acls)
+from logstore.users_admin import users  # noqa: E402 - `logstore users` (SCRAM credentials)
+
+main.add_command(users)

@@ -46,6 +46,7 @@ class _Peer:
 
     peer = "embedded:0"
     closed = False
+    listener_name = "PLAINTEXT"  # Metadata answers with this listener's endpoints
 
 
 class EmbeddedBroker:

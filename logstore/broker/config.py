@@ -65,6 +65,8 @@ def message_format_version_error(value: str) -> str | None:
     return None if key in MESSAGE_FORMAT_VERSIONS else f"Version {value} is not a valid version"
 
 
+_DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+
 # name: (kind, default, minimum). Defaults are Kafka's unless noted.
 _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "broker.id": ("int", 0, 0),
@@ -135,7 +137,7 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "log.message.format.version": ("version", DEFAULT_MESSAGE_FORMAT_VERSION, None),
     "log.message.downconversion.enable": ("boolean", True, None),
     # Keys Kafka changes at runtime (DynamicBrokerConfig) that this broker accepts and reports
-    # but does not act on (one asyncio loop: no thread pools to size; no SASL, no quotas).
+    # but does not act on (one asyncio loop: no thread pools to size; no quotas).
     "num.io.threads": ("int", 8, 1),
     "num.network.threads": ("int", 3, 1),
     "num.replica.fetchers": ("int", 1, 1),
@@ -160,6 +162,27 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "authorizer.class.name": ("string", "", None),
     "super.users": ("string", None, None),
     "allow.everyone.if.no.acl.found": ("boolean", False, None),
+    # Listeners, TLS and SASL (logstore/security; docs/security.md). Kafka's names and defaults;
+    # TLS reads PEM only (ssl.keystore.type / ssl.truststore.type must be PEM where SSL is used).
+    "listener.security.protocol.map": ("string", _DEFAULT_PROTOCOL_MAP, None),
+    "inter.broker.listener.name": ("string", None, None),
+    "security.inter.broker.protocol": ("string", "PLAINTEXT", None),
+    "connections.max.reauth.ms": ("long", 0, 0),
+    "sasl.server.max.receive.size": ("int", 524_288, 1),  # the largest frame before SASL completes
+    "ssl.keystore.type": ("string", "JKS", None),
+    "ssl.keystore.location": ("string", None, None),
+    "ssl.keystore.password": ("string", None, None),
+    "ssl.key.password": ("string", None, None),
+    "ssl.keystore.certificate.chain": ("string", None, None),
+    "ssl.keystore.key": ("string", None, None),
+    "ssl.truststore.type": ("string", "JKS", None),
+    "ssl.truststore.location": ("string", None, None),
+    "ssl.truststore.password": ("string", None, None),
+    "ssl.truststore.certificates": ("string", None, None),
+    "ssl.client.auth": ("string", "none", None),
+    "ssl.protocol": ("string", "TLSv1.3", None),
+    "ssl.enabled.protocols": ("list", "TLSv1.2,TLSv1.3", None),
+    "ssl.cipher.suites": ("list", "", None),
     "sasl.enabled.mechanisms": ("list", "GSSAPI", None),
     "sasl.mechanism.inter.broker.protocol": ("string", "GSSAPI", None),
     "sasl.kerberos.service.name": ("string", None, None),
@@ -253,8 +276,12 @@ _LISTENER = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]
 
 
 def parse_listeners(value: str, key: str = "listeners") -> list[tuple[str, str, int]]:
-    """``PLAINTEXT://127.0.0.1:9092,...`` -> [(name, host, port)]; only PLAINTEXT is served."""
-    result = []
+    """``PLAINTEXT://127.0.0.1:9092,SSL://:9093`` -> [(name, host, port)], names upper-cased.
+
+    A name is a listener name; its security protocol comes from
+    ``listener.security.protocol.map`` (:func:`parse_protocol_map`). Names must be unique.
+    """
+    result: list[tuple[str, str, int]] = []
     for item in (part.strip() for part in value.split(",")):
         if not item:
             continue
@@ -264,14 +291,43 @@ def parse_listeners(value: str, key: str = "listeners") -> list[tuple[str, str, 
                 f"{key}: {item!r} is not NAME://host:port (e.g. PLAINTEXT://127.0.0.1:9092)"
             )
         name, host, port = match["name"].upper(), match["host"].strip("[]"), int(match["port"])
-        if name != "PLAINTEXT":
-            raise InvalidConfigError(f"{key}: listener {name} is not supported; use PLAINTEXT")
         if not 0 <= port <= 65535:
             raise InvalidConfigError(f"{key}: port {port} is out of range")
+        if any(name == seen for seen, _, _ in result):
+            raise InvalidConfigError(f"{key}: listener name {name} is given twice; each name once")
         result.append((name, host or "0.0.0.0", port))
     if not result:
         raise InvalidConfigError(f"{key} is empty; give at least one PLAINTEXT://host:port")
     return result
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_protocol_map(value: str) -> dict[str, str]:
+    """``listener.security.protocol.map``: ``NAME:PROTOCOL,...`` -> {NAME: PROTOCOL}.
+
+    >>> parse_protocol_map("PLAINTEXT:PLAINTEXT,CLIENT:SASL_SSL")
+    {'PLAINTEXT': 'PLAINTEXT', 'CLIENT': 'SASL_SSL'}
+    """
+    result: dict[str, str] = {}
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+            raise InvalidConfigError(
+                f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL with PROTOCOL one of "
+                f"{', '.join(SECURITY_PROTOCOLS)}"
+            )
+        result[name] = protocol
+    return result
+
+
+def _security_key(name: str) -> bool:
+    """Keys read per listener (BrokerConfig.listener_value): ``listener.name.<l>.*``, ``sasl.jaas.config``."""
+    return name.startswith("listener.name.") or name == "sasl.jaas.config"
 
 
 _LIMITS = {"short": SHORT_MAX, "int": INT_MAX, "long": LONG_MAX}
@@ -351,11 +407,11 @@ class BrokerConfig:
             if name in _KEYS:
                 kind, _, minimum = _KEYS[name]
                 values[name] = _parse(name, kind, value, minimum)
-            elif name not in _LOG_DEFAULTS:
+            elif name not in _LOG_DEFAULTS and not _security_key(name):
                 ignored.append(name)
         config = cls(values, {k: v for k, (_, v) in log_values.items()}, sorted(ignored), dict(raw))
         config.log_defaults()  # fail now on a bad log.* value
-        parse_listeners(config.values["listeners"])
+        config.listener_protocols()  # fail now on a listener the map does not name
         if config.values["advertised.listeners"]:
             parse_listeners(config.values["advertised.listeners"], "advertised.listeners")
         from logstore.broker.metrics_http import parse_metrics_listener
@@ -402,6 +458,27 @@ class BrokerConfig:
     def advertised_listeners(self) -> list[tuple[str, str, int]]:
         value = self.values["advertised.listeners"]
         return parse_listeners(value, "advertised.listeners") if value else self.listeners
+
+    def listener_protocols(self) -> dict[str, str]:
+        """Each listener's security protocol (``listener.security.protocol.map``), by listener name."""
+        protocols = parse_protocol_map(self.values["listener.security.protocol.map"])
+        result = {}
+        for name, _, _ in self.listeners:
+            if name not in protocols:
+                raise InvalidConfigError(
+                    f"listeners: listener {name} has no security protocol; add {name}:<PROTOCOL> to "
+                    f"listener.security.protocol.map (protocols: {', '.join(SECURITY_PROTOCOLS)})"
+                )
+            result[name] = protocols[name]
+        return result
+
+    def listener_value(self, listener: str, key: str) -> Any:
+        """``key`` for one listener: Kafka's ``listener.name.<listener>.<key>`` override, else ``key``."""
+        prefixed = f"listener.name.{listener.lower()}.{key}"
+        if prefixed in self.raw:
+            spec = _KEYS.get(key)
+            return _parse(prefixed, spec[0], self.raw[prefixed], spec[2]) if spec else self.raw[prefixed]
+        return self.values[key] if key in self.values else self.raw.get(key)
 
     def log_defaults(self) -> dict[str, Any]:
         """The topic config defaults from the ``log.*`` keys, checked by LogConfig."""

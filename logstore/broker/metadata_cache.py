@@ -36,12 +36,24 @@ NO_LEADER = -1
 
 @dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
-    """A live broker: its id, where clients reach it, and its rack (``broker.rack``) or None."""
+    """A live broker: its id, where clients reach it (per listener), and its rack (``broker.rack``) or None."""
 
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    # Every listener's endpoint (name, host, port); host/port above are the inter-broker one.
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def for_listener(self, name: str) -> tuple[str, int] | None:
+        """Where a client of listener ``name`` reaches this broker (Kafka answers Metadata with the
+        endpoints of the listener the request came in on); None if it has no such listener."""
+        if not self.listeners:
+            return self.host, self.port
+        for listener, host, port in self.listeners:
+            if listener == name:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,9 +48,9 @@ async def serve(config: BrokerConfig, data_dir: str | None, join: Join | None = 
     except LogstoreError as e:  # joining a cluster: ZooKeeper down, a duplicate broker.id, ...
         await broker.close()
         raise SystemExit(f"broker {broker.node_id} cannot start: {e}") from None
-    for host, port in broker.bound:
+    for name, host, port in broker.bound_listeners:
         print(
-            f"logstore broker {broker.node_id} listening on PLAINTEXT://{host}:{port} (data: {broker.data_dir})",
+            f"logstore broker {broker.node_id} listening on {name}://{host}:{port} (data: {broker.data_dir})",
             flush=True,
         )
     for key in config.ignored:

@@ -51,6 +51,7 @@ from logstore.protocol import (
 from logstore.protocol.framing import Frame, FrameReader, FrameSizeError
 from logstore.security import ANONYMOUS, KafkaPrincipal
 from logstore.security.authorizer import Authorizer, build_authorizer
+from logstore.security.listeners import BrokerSecurity
 from logstore.storage.checkpoints import write_atomically
 from logstore.storage.log_manager import LogManager
 from logstore.storage.manager import Store
@@ -60,6 +61,8 @@ if typing.TYPE_CHECKING:
     from logstore.broker.transactions import BrokerTransactionIO
     from logstore.coordinator import GroupCoordinator
     from logstore.coordinator.transactions import TransactionCoordinator
+    from logstore.security.credentials import CredentialStore
+    from logstore.security.sasl import SaslSession
 
 _log = logging.getLogger("logstore.broker")
 
@@ -101,6 +104,8 @@ class Connection(asyncio.BufferedProtocol):
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self.principal: KafkaPrincipal = ANONYMOUS
+        self.tls = False  # no zero-copy sendfile through TLS
+        self.sasl: SaslSession | None = None  # set on SASL listeners (logstore/security/sasl.py)
         self.closed = False
         self.last_active = time.monotonic()
         self.busy = False
@@ -125,6 +130,8 @@ class Connection(asyncio.BufferedProtocol):
         self.client_host = peer[0] if isinstance(peer, tuple) else str(peer)
         self.broker.connections.add(self)
         self.broker.metrics.connection_opened(self.listener_name)
+        if self.security_protocol != "PLAINTEXT":
+            self.broker.security.on_connect(self, transport)
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -179,7 +186,10 @@ class Connection(asyncio.BufferedProtocol):
                     self._reading_paused = False
                 self.busy = True
                 try:
-                    chunks = await self.broker.handle(frame.data, self)
+                    if self.sasl is None:
+                        chunks = await self.broker.handle(frame.data, self)
+                    else:
+                        chunks = await self.sasl.serve(frame.data, self)
                     if chunks is None or self.closed:
                         pass
                     elif len(chunks) == 1 and type(chunks[0]) in _QUEUEABLE and self._writable.is_set():
@@ -219,6 +229,12 @@ class Connection(asyncio.BufferedProtocol):
         if not self._writable.is_set():
             await self._writable.wait()
 
+    def write_now(self, chunks: list[Any]) -> None:
+        """Write a response at once, after those queued (a last answer before a close)."""
+        self._flush_pending()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"".join(bytes(chunk) for chunk in chunks))
+
     def _queue(self, chunk: bytes | bytearray | DeferredFrame) -> None:
         """Queue a response for the next :meth:`_flush_pending` (scheduled with the first)."""
         if not self._pending:
@@ -247,10 +263,11 @@ class Connection(asyncio.BufferedProtocol):
     async def _send_region(
         self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, region: FileRegion
     ) -> None:
-        """Segment bytes to the socket: ``loop.sendfile`` (zero copy), or pread where the loop lacks it (uvloop)."""
+        """Segment bytes to the socket: ``loop.sendfile`` (zero copy), or pread where the loop lacks it
+        (uvloop) or the bytes must be encrypted (a TLS connection)."""
         if not region.size:
             return
-        if self.broker.native_sendfile:
+        if self.broker.native_sendfile and not self.tls:
             try:
                 sent = await loop.sendfile(transport, region, region.position, region.size)  # type: ignore[arg-type]
             except NotImplementedError:
@@ -309,6 +326,9 @@ class Broker:
         # Dynamic broker configs (AlterConfigs on BROKER; dynamic_config.py) over the static ones.
         self.dynamic_config = DynamicBrokerConfig(config, self.node_id, FileConfigStore(self.data_dir))
         config = self.config = self.dynamic_config.config
+        self.security = BrokerSecurity(config)  # listeners' TLS and SASL (logstore/security/listeners.py)
+        if config.zookeeper_connect:
+            self.security.check_cluster()
         self.legacy_topic_configs = LegacyTopicConfigs(self.data_dir)  # message.format.version, ...
         # ACLs (logstore/security): None without authorizer.class.name; checks: security/operations.py.
         self.authorizer: Authorizer | None = build_authorizer(config, self.data_dir)
@@ -348,6 +368,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.connections: set[Connection] = set()
         self.bound: list[tuple[str, int]] = []
+        self.bound_listeners: list[tuple[str, str, int]] = []  # (listener name, host, port)
         # loop.sendfile works on asyncio's own loops; uvloop raises NotImplementedError.
         self.native_sendfile = True
         self._servers: list[asyncio.AbstractServer] = []
@@ -385,14 +406,17 @@ class Broker:
 
         self.replica_manager.on_transactions_completed = functools.partial(on_transactions_completed, self)
 
-        for _, host, port in self.config.listeners if listen else ():
+        protocols = self.security.protocols
+        for name, host, port in self.config.listeners if listen else ():
             server = await loop.create_server(
-                lambda: Connection(self), host, port, reuse_address=True, backlog=1024, start_serving=False
-            )
+                functools.partial(Connection, self, name, protocols[name]), host, port,
+                reuse_address=True, backlog=1024, start_serving=False, ssl=self.security.context(name),
+            )  # fmt: skip
             self._servers.append(server)
             for sock in server.sockets:
                 address = sock.getsockname()
                 self.bound.append((address[0], address[1]))
+                self.bound_listeners.append((name, address[0], address[1]))
         host, port = self.advertised
         if self.config.zookeeper_connect:
             # In a cluster the coordinator serves the groups of the __consumer_offsets partitions
@@ -407,13 +431,16 @@ class Broker:
             for name in self.metadata.topic_names():  # states seen while joining, applied once more
                 self.replica_manager.apply_states(name)
         else:
-            self.metadata.set_brokers([BrokerEndpoint(self.node_id, host, port, self.config.broker_rack)])
+            self.metadata.set_brokers(
+                [BrokerEndpoint(self.node_id, host, port, self.config.broker_rack, self.advertised_endpoints)]
+            )
             self.coordinator = start_coordinator(self)  # alone, this broker leads every partition
             self.transactions = start_transactions(self)
         metrics_address = parse_metrics_listener(self.config.values["metrics.listener"])
         if metrics_address is not None:
             self.metrics_server = MetricsServer(self.metrics)
             await self.metrics_server.start(*metrics_address)
+        self.security.use_credentials(self.credential_store())
         for listening in self._servers:
             await listening.start_serving()
         self._reaper = loop.create_task(self._reap_idle())
@@ -448,14 +475,48 @@ class Broker:
 
     @property
     def advertised(self) -> tuple[str, int]:
-        """The host and port clients are told to use (Metadata)."""
-        if self.config.values["advertised.listeners"]:
-            _, host, port = self.config.advertised_listeners[0]
-            return host, port
-        host, port = (
-            self.bound[0] if self.bound else (self.config.listeners[0][1], self.config.listeners[0][2])
-        )
-        return ("127.0.0.1" if host in ("0.0.0.0", "") else host), port
+        """The inter-broker listener's advertised host and port (other brokers, the cluster's registry)."""
+        wanted = self.security.inter_broker_listener
+        endpoints = self.advertised_endpoints
+        for name, host, port in endpoints:
+            if name == wanted:
+                return host, port
+        return endpoints[0][1], endpoints[0][2]
+
+    @property
+    def advertised_endpoints(self) -> tuple[tuple[str, str, int], ...]:
+        """Every listener's advertised (name, host, port): ``advertised.listeners`` for the listeners
+        it names, else where the listener is bound (0.0.0.0 advertised as 127.0.0.1)."""
+        given = {name: (host, port) for name, host, port in (
+            self.config.advertised_listeners if self.config.values["advertised.listeners"] else ())}  # fmt: skip
+        bound = self.bound_listeners or self.config.listeners
+        result = []
+        for name, host, port in bound:
+            if name in given:
+                host, port = given[name]
+            result.append((name, "127.0.0.1" if host in ("0.0.0.0", "") else host, port))
+        for name, (host, port) in given.items():  # advertised names no listener binds: as given
+            if all(name != n for n, _, _ in result):
+                result.append((name, host, port))
+        return tuple(result)
+
+    def advertised_for(self, listener: str) -> tuple[str, int]:
+        """This broker's host and port as clients of ``listener`` must use them."""
+        for name, host, port in self.advertised_endpoints:
+            if name == listener:
+                return host, port
+        return self.advertised
+
+    def credential_store(self) -> CredentialStore:
+        """The SCRAM credentials: ZooKeeper's ``/config/users`` in a cluster, else a file in the data dir."""
+        store = self.security.credentials
+        if store is None:
+            from logstore.security.credentials import FileCredentialStore, ZkCredentialStore
+
+            zk = getattr(getattr(self.cluster_link, "zk", None), "zk", None)
+            store = ZkCredentialStore(zk) if zk is not None else FileCredentialStore(self.data_dir)
+            self.security.use_credentials(store)
+        return store
 
     async def close(self) -> None:
         if self._closed:
@@ -494,6 +555,8 @@ class Broker:
                 await asyncio.wait_for(server.wait_closed(), 5)
         if self.offsets_appender is not None:
             self.offsets_appender.flush()  # commits staged in the last pass
+        if self.security.credentials is not None:
+            self.security.credentials.close()
         if self.cluster_link is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.cluster_link.close)
         if self.store is None:
@@ -503,12 +566,18 @@ class Broker:
 
     async def _reap_idle(self) -> None:
         idle_ms = self.config.connections_max_idle_ms
+        interval = min(idle_ms / 1000 / 4, 10)
+        reauth_ms = [s.reauth_ms for s in self.security.sasl.values() if s.reauth_ms > 0]
+        if reauth_ms:  # expired SASL sessions close within about half their lifetime
+            interval = min(interval, max(min(reauth_ms) / 1000 / 2, 0.05))
         while True:
-            await asyncio.sleep(min(idle_ms / 1000 / 4, 10))
+            await asyncio.sleep(interval)
             now = time.monotonic()
             for connection in list(self.connections):
                 if not connection.busy and (now - connection.last_active) * 1000 > idle_ms:
                     connection.close(f"idle for more than connections.max.idle.ms={idle_ms}")
+                elif connection.sasl is not None and not connection.busy and connection.sasl.expired(now):
+                    connection.close("SASL session expired: not re-authenticated (connections.max.reauth.ms)")
 
     # -- dispatch ------------------------------------------------------------
 

@@ -95,14 +95,17 @@ class BrokerRegistration:
     """A broker as ``/brokers/ids/<id>`` holds it: its endpoints (listener name -> host, port) and rack."""
 
     broker_id: int
-    endpoints: tuple[tuple[str, str, int], ...]  # (listener name, host, port)
+    endpoints: tuple[tuple[str, str, int], ...]  # (listener name, host, port); the inter-broker one first
     rack: str | None = None
+    protocols: tuple[tuple[str, str], ...] = ()  # listener name -> security protocol (default: the name)
 
     def encode(self) -> bytes:
         _name, host, port = self.endpoints[0]
         data: dict[str, Any] = {
             "features": {},
-            "listener_security_protocol_map": {n: n for n, _, _ in self.endpoints},
+            "listener_security_protocol_map": {
+                n: dict(self.protocols).get(n, n) for n, _, _ in self.endpoints
+            },
             "endpoints": [f"{n}://{h}:{p}" for n, h, p in self.endpoints],
             "jmx_port": -1,
             "port": port,

@@ -131,6 +131,8 @@ def join(broker: Broker, endpoint: tuple[str, int]) -> ZkBroker:
         broker.log_manager,
         broker.config.log_defaults(),
     )
+    link.listeners = broker.advertised_endpoints
+    link.protocols = dict(broker.security.protocols)
     loop = broker.loop
     if loop is not None:
         apply = broker.replica_manager.apply_states
@@ -196,6 +198,9 @@ class ZkBroker:
     ) -> None:
         self.node_id = node_id
         self.endpoint = endpoint
+        # Every listener's advertised endpoint and protocol (registered; Metadata per listener).
+        self.listeners: tuple[tuple[str, str, int], ...] = ()
+        self.protocols: dict[str, str] = {}
         self.settings = settings
         self.metadata = metadata
         self.logs = logs
@@ -223,15 +228,23 @@ class ZkBroker:
 
     # -- lifecycle -----------------------------------------------------------
 
+    def registration(self) -> BrokerRegistration:
+        """This broker's ``/brokers/ids/<id>``: every listener (the inter-broker one, at
+        ``self.endpoint``, first) with its security protocol, as Kafka registers them."""
+        host, port = self.endpoint
+        inter = ("PLAINTEXT", host, port)
+        others = tuple(e for e in self.listeners if (e[1], e[2]) != (host, port))
+        named = next((e for e in self.listeners if (e[1], e[2]) == (host, port)), inter)
+        return BrokerRegistration(
+            self.node_id, (named, *others), self.settings.broker_rack, tuple(self.protocols.items())
+        )
+
     def start(self, cluster_id: str) -> str:
         """Join the cluster; returns its id (``cluster_id`` if this broker made it)."""
         self.zk.start()
         cluster = self.zk.get_or_create_cluster_id(cluster_id)
         self._load_local_logs()
-        host, port = self.endpoint
-        self.zk.register_broker(
-            BrokerRegistration(self.node_id, (("PLAINTEXT", host, port),), self.settings.broker_rack)
-        )
+        self.zk.register_broker(self.registration())
         self.metadata.cluster_id = cluster
         self.zk.add_state_listener(self._on_session)
         self._worker = threading.Thread(target=self._run, name=f"logstore-zk-{self.node_id}", daemon=True)
@@ -375,10 +388,7 @@ class ZkBroker:
             self.controller.session_lost()
             if self._stopping:
                 return
-            host, port = self.endpoint
-            self.zk.register_broker(
-                BrokerRegistration(self.node_id, (("PLAINTEXT", host, port),), self.settings.broker_rack)
-            )
+            self.zk.register_broker(self.registration())
             event = "controller"
         if event == "controller":
             self.metadata.controller_id = self.zk.controller_id() or NO_LEADER
@@ -392,7 +402,7 @@ class ZkBroker:
         elif event == "brokers":
             live = self.zk.live_brokers()
             self.metadata.set_brokers(
-                BrokerEndpoint(b, reg.endpoints[0][1], reg.endpoints[0][2], reg.rack)
+                BrokerEndpoint(b, reg.endpoints[0][1], reg.endpoints[0][2], reg.rack, reg.endpoints)
                 for b, reg in live.items()
             )
             if self.controller.active:

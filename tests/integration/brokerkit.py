@@ -50,10 +50,16 @@ class BrokerProcess:
     """``logstore broker`` as a child process."""
 
     def __init__(
-        self, data_dir: str, overrides: dict[str, str] | None = None, port: int | None = None
+        self,
+        data_dir: str,
+        overrides: dict[str, str] | None = None,
+        port: int | None = None,
+        listeners: str | None = None,
     ) -> None:
+        """``listeners``: the broker's ``listeners`` (default ``PLAINTEXT://127.0.0.1:<port>``)."""
         self.data_dir = data_dir
         self.port = port or free_port()
+        self.listeners = listeners or f"PLAINTEXT://127.0.0.1:{self.port}"
         self.overrides = dict(overrides or {})
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = os.path.join(os.path.dirname(data_dir), f"broker-{self.port}.log")
@@ -64,7 +70,7 @@ class BrokerProcess:
 
     def start(self) -> BrokerProcess:
         args = [sys.executable, "-m", "logstore", "broker", "--data-dir", self.data_dir,
-                "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}", "--event-loop", "asyncio"]  # fmt: skip
+                "--listeners", self.listeners, "--event-loop", "asyncio"]  # fmt: skip
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         log = open(self.log_path, "a")  # noqa: SIM115 - the child owns it

@@ -51,8 +51,8 @@ def test_config_rejects_bad_values_and_reports_unused_keys() -> None:
         BrokerConfig.from_dict({"auto.create.topics.enable": "maybe"})
     with pytest.raises(InvalidConfigError, match=r"segment\.bytes"):
         BrokerConfig.from_dict({"log.segment.bytes": "-5"})
-    with pytest.raises(InvalidConfigError, match="SSL"):
-        BrokerConfig.from_dict({"listeners": "SSL://127.0.0.1:9093"})
+    with pytest.raises(InvalidConfigError, match=r"listener\.security\.protocol\.map"):
+        BrokerConfig.from_dict({"listeners": "CLIENT://127.0.0.1:9093"})
     assert BrokerConfig.from_dict({"zookeeper.set.acl": "true"}).ignored == ["zookeeper.set.acl"]
     used = BrokerConfig.from_dict({"zookeeper.connect": "127.0.0.1:2181/k", "broker.rack": "r1"})
     assert used.ignored == [] and used.zookeeper_connect == "127.0.0.1:2181/k" and used.broker_rack == "r1"
@@ -71,10 +71,12 @@ def test_config_file_and_overrides(tmp_path: object) -> None:
 
 
 def test_parse_listeners() -> None:
-    assert parse_listeners("PLAINTEXT://[::1]:9092, plaintext://:9093") == [
+    assert parse_listeners("PLAINTEXT://[::1]:9092, ssl://:9093") == [
         ("PLAINTEXT", "::1", 9092),
-        ("PLAINTEXT", "0.0.0.0", 9093),
+        ("SSL", "0.0.0.0", 9093),
     ]
+    with pytest.raises(InvalidConfigError, match="twice"):  # Kafka: each listener a different name
+        parse_listeners("PLAINTEXT://:9092,PLAINTEXT://:9093")
     with pytest.raises(InvalidConfigError):
         parse_listeners("127.0.0.1:9092")
 

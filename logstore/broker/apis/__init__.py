@@ -81,6 +81,10 @@ _MODULES = (
     "describe_acls",
     "create_acls",
     "delete_acls",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 )
 
 

@@ -69,12 +69,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             build(
                 module.DescribeClusterBroker,
                 broker_id=b.node_id,
-                host=b.host,
-                port=b.port,
+                host=e[0],
+                port=e[1],
                 rack=b.rack,
                 is_fenced=False,
             )
             for b in broker.metadata.brokers()
+            if (e := b.for_listener(ctx.connection.listener_name)) is not None
         ),
         cluster_authorized_operations=(
             (

@@ -51,7 +51,7 @@ async def _group_coordinator(ctx: RequestContext, group_id: str) -> tuple[ErrorC
     if broker.coordinator is None:
         return ErrorCode.coordinator_not_available, None, None
     if broker.cluster_link is None:
-        return ErrorCode.none, None, (broker.node_id, *broker.advertised)
+        return ErrorCode.none, None, (broker.node_id, *broker.advertised_for(ctx.connection.listener_name))
     if not broker.metadata.has_topic(OFFSETS_TOPIC):
         try:
             await asyncio.get_running_loop().run_in_executor(None, ensure_offsets_topic, broker)
@@ -67,9 +67,10 @@ def _leader_of(ctx: RequestContext, topic: str, key: str) -> tuple[ErrorCode, st
     count = metadata.partition_count(topic) or 0
     state = metadata.partition_state(topic, partition_for(key, count)) if count else None
     leader = metadata.broker(state.leader) if state is not None and state.leader != NO_LEADER else None
-    if leader is None:
+    endpoint = leader.for_listener(ctx.connection.listener_name) if leader is not None else None
+    if leader is None or endpoint is None:
         return ErrorCode.coordinator_not_available, None, None
-    return ErrorCode.none, None, (leader.node_id, leader.host, leader.port)
+    return ErrorCode.none, None, (leader.node_id, *endpoint)
 
 
 async def _transaction_coordinator(ctx: RequestContext, txn_id: str) -> tuple[ErrorCode, str | None, Node | None]:
@@ -77,7 +78,7 @@ async def _transaction_coordinator(ctx: RequestContext, txn_id: str) -> tuple[Er
     if broker.transactions is None:
         return ErrorCode.coordinator_not_available, None, None
     if broker.cluster_link is None:
-        return ErrorCode.none, None, (broker.node_id, *broker.advertised)
+        return ErrorCode.none, None, (broker.node_id, *broker.advertised_for(ctx.connection.listener_name))
     error = await ensure_transaction_topic_async(broker)
     if error != ErrorCode.none:
         return error, None, None

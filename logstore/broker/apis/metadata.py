@@ -139,8 +139,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         module.MetadataResponse,
         throttle_time=NO_THROTTLE,
         brokers=tuple(
-            build(module.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            build(module.MetadataResponseBroker, node_id=b.node_id, host=e[0], port=e[1], rack=b.rack)
             for b in broker.metadata.brokers()
+            if (e := b.for_listener(ctx.connection.listener_name)) is not None
         ),
         cluster_id=broker.cluster_id,
         controller_id=broker.metadata.controller_id,
