@@ -768,3 +768,37 @@ def test_bad_authorizer_name_is_refused(tmp_path: Any) -> None:
     broker = BrokerProcess(str(tmp_path / "data"), {"authorizer.class.name": "com.example.Nope"})
     with pytest.raises(RuntimeError, match=r"authorizer\.class\.name"):
         broker.start()
+
+
+def _scram_upsert(name: str) -> Any:
+    import hashlib
+
+    salt = os.urandom(16)
+    upsert = req(51, 0)
+    return upsert.AlterUserScramCredentialsRequest(
+        deletions=(),
+        upsertions=(
+            upsert.ScramCredentialUpsertion(
+                name=name, mechanism=2, iterations=4096, salt=salt,
+                salted_password=hashlib.pbkdf2_hmac("sha512", b"pw", salt, 4096),
+            ),
+        ),
+    )  # fmt: skip
+
+
+def test_scram_credential_apis(client: WireClient, acls: Acls, broker_factory: Any) -> None:
+    """AlterUserScramCredentials needs ALTER on the cluster (else every user is
+    CLUSTER_AUTHORIZATION_FAILED), DescribeUserScramCredentials DESCRIBE (else the whole request)."""
+    alter = _scram_upsert("carol")
+    describe = req(50, 0).DescribeUserScramCredentialsRequest(users=None)
+    with WireClient(broker_factory(AUTHORIZER).bootstrap) as locked:  # no ACL at all
+        assert [r.error_code for r in locked.call(alter).results] == [CLUSTER_AUTH]
+        denied = locked.call(describe)
+        assert (denied.error_code, denied.results) == (CLUSTER_AUTH, ())
+    assert [r.error_code for r in client.call(alter).results] == [0]
+    assert [r.user for r in client.call(describe).results] == ["carol"]
+    acls.add(CLUSTER, "kafka-cluster", AclOperation.DESCRIBE, allow=False)
+    denied = client.call(describe)
+    assert (denied.error_code, denied.results) == (CLUSTER_AUTH, ())
+    acls.remove(CLUSTER, "kafka-cluster", AclOperation.DESCRIBE, allow=False)
+    assert client.call(describe).error_code == 0

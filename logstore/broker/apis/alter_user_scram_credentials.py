@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
 from logstore.security.scram import BY_ID, MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
 
 
@@ -28,15 +29,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(51, ctx.version).response_module
     store = ctx.broker.credential_store()
     existing = store.users()
-    errors: dict[str, tuple[ErrorCode, str]] = {}
+    errors: dict[str, tuple[ErrorCode, str | None]] = {}
     order: dict[str, None] = {}
     pairs: dict[tuple[str, int], int] = {}
     for item in (*request.deletions, *request.upsertions):
         order[item.name] = None
         pairs[(item.name, item.mechanism)] = pairs.get((item.name, item.mechanism), 0) + 1
 
-    def fail(user: str, code: ErrorCode, message: str) -> None:
+    def fail(user: str, code: ErrorCode, message: str | None) -> None:
         errors.setdefault(user, (code, message))
+
+    if not operations.allowed_cluster(ctx):  # ALTER on the cluster: every user refused (Kafka's)
+        for user in order:
+            fail(user, ErrorCode.cluster_authorization_failed, None)
 
     for item in (*request.deletions, *request.upsertions):
         if not item.name:

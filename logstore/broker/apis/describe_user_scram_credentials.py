@@ -14,11 +14,20 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.security import operations
 from logstore.security.scram import MECHANISMS
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     module = codec(50, ctx.version).response_module
+    if not operations.allowed_cluster(ctx):  # DESCRIBE on the cluster (Kafka: the whole request)
+        return build(
+            module.DescribeUserScramCredentialsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed,
+            error_message=None,
+            results=(),
+        )
     users = ctx.broker.credential_store().users()
     names = [u.name for u in request.users or ()]
     results = []
