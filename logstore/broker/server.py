@@ -259,6 +259,10 @@ class Connection(asyncio.BufferedProtocol):
             raise ConnectionError(f"segment shrank while sending ({len(data)} of {region.size} bytes)")
         transport.write(data)
 
+    def trim(self) -> None:
+        """Give back memory an idle connection does not need (recycled read buffers)."""
+        self._reader.trim()
+
     def close(self, reason: str, abort: bool = False, quiet: bool = False) -> None:
         if not quiet:
             _log.warning("closing connection from %s: %s", self.peer, reason)
@@ -493,6 +497,8 @@ class Broker:
             for connection in list(self.connections):
                 if not connection.busy and (now - connection.last_active) * 1000 > idle_ms:
                     connection.close(f"idle for more than connections.max.idle.ms={idle_ms}")
+                elif now - connection.last_active > 10:
+                    connection.trim()  # quiet: drop its recycled large-frame buffers
 
     # -- dispatch ------------------------------------------------------------
 

@@ -277,3 +277,33 @@ def test_offset_commit_response_bytes_equal_kios(version: int, topics: list) -> 
         if not early
     }
     assert _encode(version, request, names, before, committed) == encode(response)
+
+
+def test_idle_readers_hold_no_buffer_and_share_the_scratch() -> None:
+    """Between frames a reader holds nothing; two readers interleaving their reads split correctly."""
+    rng = random.Random(7)
+    readers = [FrameReader(1_000_000), FrameReader(1_000_000)]
+    payloads = [[rng.randbytes(rng.choice([10, 3000, 70_000])) for _ in range(30)] for _ in readers]
+    streams = [b"".join(struct.pack(">i", len(p)) + p for p in ps) for ps in payloads]
+    at = [0, 0]
+    got: list[list[bytes]] = [[], []]
+    while any(at[i] < len(streams[i]) for i in range(2)):
+        for i, reader in enumerate(readers):
+            if at[i] >= len(streams[i]):
+                continue
+            buffer = reader.get_buffer()
+            n = min(len(buffer), len(streams[i]) - at[i], rng.randint(1, 50_000))
+            buffer[:n] = streams[i][at[i] : at[i] + n]
+            at[i] += n
+            for frame in reader.buffer_updated(n):
+                got[i].append(bytes(frame.data))
+                reader.release(frame)
+    assert got == payloads
+    assert [reader.held for reader in readers] == [0, 0]
+    # a frame cut in two: its first part is kept in a buffer the size of the frame, then dropped
+    reader = readers[0]
+    frame = struct.pack(">i", 100) + b"y" * 100
+    reader.get_buffer()[:50] = frame[:50]
+    assert reader.buffer_updated(50) == [] and reader.held == 104
+    reader.get_buffer()[:54] = frame[50:]
+    assert [bytes(f.data) for f in reader.buffer_updated(54)] == [b"y" * 100] and reader.held == 0
