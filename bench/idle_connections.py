@@ -48,7 +48,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.broker_perf import Broker, BenchError  # noqa: E402
+from bench.broker_perf import BenchError, Broker
 
 CLIENT_ID = b"idle-bench"
 
@@ -103,9 +103,7 @@ async def open_many(
         if left <= 0:
             raise BenchError(f"opened {len(opened)} of {count} connections in {timeout:g} s")
         n = min(batch, count - len(opened))
-        opened += await asyncio.wait_for(
-            asyncio.gather(*(open_idle(host, port) for _ in range(n))), left
-        )
+        opened += await asyncio.wait_for(asyncio.gather(*(open_idle(host, port) for _ in range(n))), left)
     return opened
 
 
@@ -144,7 +142,7 @@ async def recheck(conns: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
             writer.write(API_VERSIONS_V0)
             await asyncio.wait_for(read_frame(reader), 10)
             return True
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError):
+        except (TimeoutError, OSError, asyncio.IncompleteReadError):
             return False
 
     return sum(await asyncio.gather(*(one(r, w) for r, w in picked)))
@@ -206,7 +204,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=500, help="connections opened concurrently")
     parser.add_argument("--requests", type=int, default=200, help="Metadata requests timed")
     parser.add_argument("--topics", type=int, default=10, help="topics created first (Metadata lists them)")
-    parser.add_argument("--recheck", type=int, default=200, help="idle connections asked once more at the end")
+    parser.add_argument(
+        "--recheck", type=int, default=200, help="idle connections asked once more at the end"
+    )
     parser.add_argument("--settle", type=float, default=1.0, help="seconds to wait before reading the RSS")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds any one step may take")
     parser.add_argument("--event-loop", default="auto", choices=["auto", "asyncio", "uvloop"])

@@ -76,7 +76,7 @@ class FrameReader:
     received, or LARGE_INITIAL; between frames, none (but the pool).
     """
 
-    __slots__ = ("size_max", "_shared", "_own", "_used", "_large", "_large_size", "_large_filled", "_pool")
+    __slots__ = ("_large", "_large_filled", "_large_size", "_own", "_pool", "_shared", "_used", "size_max")
 
     def __init__(self, size_max: int) -> None:
         self.size_max = size_max
