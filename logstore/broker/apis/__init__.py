@@ -78,6 +78,8 @@ _MODULES = (
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    "describe_client_quotas",
+    "alter_client_quotas",
 )
 
 
