@@ -142,6 +142,9 @@ def join(broker: Broker, endpoint: tuple[str, int]) -> ZkBroker:
     broker.producer_ids.use_blocks_from(lambda size: link.zk.allocate_producer_id_block(broker.node_id, size))
     broker.cluster_id = link.start(broker.cluster_id)
     follow_broker_configs(broker, link)
+    from logstore.cluster.zk_quotas import follow_client_quotas
+
+    follow_client_quotas(broker, link)  # /config/users, /config/clients, /config/ips
     return link
 
 
