@@ -111,11 +111,11 @@ class ZkQuotaStore:
         for _ in range(100):
             try:
                 data, stat = zk.get(path)
-                whole = _load(data, path) if data else {"version": 1, "config": {}}
+                existing: dict[str, Any] = dict(_load(data, path).get("config", {})) if data else {}
                 version = stat.version
             except NoNodeError:
-                whole, version = {"version": 1, "config": {}}, -1
-            others = {k: v for k, v in dict(whole.get("config", {})).items() if k not in ALL_KEYS}
+                existing, version = {}, -1
+            others = {k: v for k, v in existing.items() if k not in ALL_KEYS}
             others.update({k: _text(k, v) for k, v in config.items()})
             value = _json({"version": 1, "config": others})
             try:
