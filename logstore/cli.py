@@ -866,3 +866,8 @@ def reassign_partitions(bootstrap_server: str, timeout: float, plan_file: str | 
             click.echo(line)
     finally:
         admin.close()
+
+
+from logstore.quotas_cli import quotas  # noqa: E402 - logstore quotas (client quotas, like kafka-configs)
+
+main.add_command(quotas)

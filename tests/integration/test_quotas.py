@@ -455,3 +455,44 @@ def _recv(s: socket.socket, n: int) -> bytes:
         assert chunk, "closed"
         data += chunk
     return data
+
+
+# -- logstore's AdminClient and `logstore quotas` ---------------------------------------------------
+
+
+def test_admin_client_and_cli(broker: BrokerProcess) -> None:
+    import subprocess
+    import sys
+
+    from logstore.client.admin import AdminClient
+    from logstore.client.errors import KafkaException
+
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        (ok, bad) = admin.alter_client_quotas(
+            [({"user": "carol"}, {"producer_byte_rate": 2048}), ({"user": "dave"}, {"bogus": 1})]
+        )
+        assert ok.result(10) is None
+        with pytest.raises(KafkaException, match="Invalid configuration key bogus"):
+            bad.result(10)
+        assert admin.describe_client_quotas([("user", "carol")]).result(10) == {
+            (("user", "carol"),): {"producer_byte_rate": 2048.0}
+        }
+        assert (("user", "carol"),) in admin.describe_client_quotas([("user", "*")], strict=True).result(10)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "logstore", "quotas", *args, "--bootstrap-server", broker.bootstrap],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    done = cli("alter", "--client-default", "--add-config", "consumer_byte_rate=4096,request_percentage=12.5")
+    assert done.returncode == 0, done.stderr
+    shown = cli("describe", "--client-default")
+    assert (
+        "Quota configs for client-id <default> are consumer_byte_rate=4096, request_percentage=12.5"
+        in shown.stdout
+    )
+    refused = cli("alter", "--user", "x", "--add-config", "producer_byte_rate=1.5")
+    assert refused.returncode == 1 and "must be a Long value" in refused.stderr
+    assert cli("alter", "--user", "x", "--delete-config", "producer_byte_rate").returncode == 0
+    assert "--add-config" in cli("alter", "--help").stdout
