@@ -12,7 +12,6 @@ connections are not affected. A connection idle for
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import logging
@@ -113,7 +112,9 @@ class Connection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         self.busy = False
         self._reader = FrameReader(broker.config.socket_request_max_bytes)
-        self._frames: collections.deque[Frame] = collections.deque()
+        # Frames not yet served, oldest first. A list, not a deque: an idle connection's empty
+        # list is 56 bytes where a deque allocates a 600-byte block (docs/quotas.md, idle cost).
+        self._frames: list[Frame] = []
         self._queued = 0
         self._holds = 0  # _QUEUE_FULL | _MUTED | _PARKED
         # Quotas (quotas.py): the throttle of the request being served, and the mute's end.
@@ -123,9 +124,13 @@ class Connection(asyncio.BufferedProtocol):
         # Connection limits (connection_limits.py): the IP counted, and whether a slot was taken.
         self.limit_ip: str | None = None
         self.admitted = False
-        self._wake = asyncio.Event()
-        self._writable = asyncio.Event()
-        self._writable.set()
+        # The serving task's wait for frames: a future made only while it waits (an Event
+        # would hold a waiter deque on every idle connection).
+        self._waiter: asyncio.Future[None] | None = None
+        # The transport's write buffer is over its high-water mark (pause_writing); a sender
+        # waits for resume_writing on a future made only then.
+        self._write_paused = False
+        self._drained: asyncio.Future[None] | None = None
         # Responses not yet written (see _flush_pending); a DeferredFrame is encoded then.
         self._pending: list[bytes | bytearray | DeferredFrame] = []
         self._task: asyncio.Task[None] | None = None
@@ -155,8 +160,8 @@ class Connection(asyncio.BufferedProtocol):
         for frame in frames:
             self._frames.append(frame)
             self._queued += len(frame)
-        if frames:
-            self._wake.set()
+        if frames and self._waiter is not None:
+            _resolve(self._waiter)
         if self._queued > QUEUED_BYTES_MAX and not self._holds & _QUEUE_FULL:
             self._hold(_QUEUE_FULL)
 
@@ -166,25 +171,36 @@ class Connection(asyncio.BufferedProtocol):
         self.broker.connection_limits.on_close(self)
         if self._unmute is not None:
             _resolve(self._unmute)
-        self._wake.set()
-        self._writable.set()
+        if self._waiter is not None:
+            _resolve(self._waiter)
+        self._write_paused = False
+        if self._drained is not None:
+            _resolve(self._drained)
 
     def pause_writing(self) -> None:
-        self._writable.clear()
+        self._write_paused = True
 
     def resume_writing(self) -> None:
-        self._writable.set()
+        self._write_paused = False
+        if self._drained is not None:
+            _resolve(self._drained)
 
     # -- serving -----------------------------------------------------------
 
     async def _serve(self) -> None:
+        frame: Frame | None = None
+        chunks: list[Any] | None = None
         try:
             while not self.closed:
                 if not self._frames:
-                    self._wake.clear()
-                    await self._wake.wait()
+                    frame = chunks = None  # an idle connection keeps neither its last request nor answer
+                    waiter = self._waiter = asyncio.get_running_loop().create_future()
+                    try:
+                        await waiter
+                    finally:
+                        self._waiter = None
                     continue
-                frame = self._frames.popleft()
+                frame = self._frames.pop(0)
                 self._queued -= len(frame)
                 if self._holds & _QUEUE_FULL and self._queued <= QUEUED_BYTES_MAX // 2:
                     self._release(_QUEUE_FULL)
@@ -199,7 +215,7 @@ class Connection(asyncio.BufferedProtocol):
                             throttle_ms = 0
                     if chunks is None or self.closed:
                         pass
-                    elif len(chunks) == 1 and type(chunks[0]) in _QUEUEABLE and self._writable.is_set():
+                    elif len(chunks) == 1 and type(chunks[0]) in _QUEUEABLE and not self._write_paused:
                         self._queue(chunks[0])  # the common small answer, without _send's coroutine
                     else:
                         await self._send(chunks)
@@ -273,8 +289,12 @@ class Connection(asyncio.BufferedProtocol):
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
                     chunk.close()
-        if not self._writable.is_set():
-            await self._writable.wait()
+        if self._write_paused:
+            waiter = self._drained = loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._drained = None
 
     def _queue(self, chunk: bytes | bytearray | DeferredFrame) -> None:
         """Queue a response for the next :meth:`_flush_pending` (scheduled with the first)."""
@@ -329,7 +349,8 @@ class Connection(asyncio.BufferedProtocol):
         if not quiet:
             _log.warning("closing connection from %s: %s", self.peer, reason)
         self.closed = True
-        self._wake.set()
+        if self._waiter is not None:
+            _resolve(self._waiter)
         if self._unmute is not None:
             _resolve(self._unmute)
         if self.transport is not None and not self.transport.is_closing():
