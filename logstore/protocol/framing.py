@@ -4,9 +4,13 @@ Reads land in one scratch buffer shared by every connection of the thread
 (the loop asks for a buffer, reads into it and reports the bytes within one
 callback, so no two connections ever use it at once). Complete frames are
 copied out as ``bytes``; the bytes of a frame not yet complete move to a
-buffer of the connection's own, sized to that frame, which the next reads
-fill and which is dropped once the frame is complete. An idle connection
-(between requests) therefore holds no read buffer at all.
+buffer of the connection's own (of the scratch size, as every connection
+had before), which the next reads fill. Once the frame is complete the
+next read goes to the shared buffer again; the connection's buffer is kept
+for its next partial frame (a client streaming requests would otherwise pay
+a fresh, page-faulting allocation per request) until :meth:`FrameReader.trim`
+(the broker trims connections quiet for 10 s). A connection whose requests
+arrive whole, as an idle client's do, never has a read buffer of its own.
 
 A frame too large for the scratch buffer is read by the socket straight into
 a buffer of its own (no copy), taken from a small pool of recycled buffers:
@@ -33,8 +37,6 @@ from dataclasses import dataclass
 SIZE = struct.Struct(">i")
 SCRATCH_SIZE = 128 * 1024
 POOL_SIZE = 4
-# A connection's own buffer for a frame whose size is not yet known (under 4 bytes came).
-OWN_MIN = 512
 ROUND = 256 * 1024
 # A large frame's buffer starts at this size and doubles as its bytes arrive,
 # so a client that declares a huge frame and sends little pins little memory.
@@ -69,19 +71,20 @@ class FrameReader:
 
     Invariants: with no large frame in progress, either ``_own`` is None
     (the next read goes to the thread's shared scratch buffer) or it holds
-    ``0 < _used < len(_own)`` bytes of frames not yet complete, and
-    ``len(_own) <= SCRATCH_SIZE``; while a large frame is being read,
+    ``0 < _used < len(_own) == SCRATCH_SIZE`` bytes of frames not yet complete; while a large frame is being read,
     ``_large_filled < _large_size``, ``_large_filled < len(_large)`` and
     ``_own`` is None. Memory held for a frame is at most twice its bytes
-    received, or LARGE_INITIAL; between frames, none (but the pool).
+    received, or LARGE_INITIAL; between frames, the spare own buffer and the
+    pool, until :meth:`trim`.
     """
 
-    __slots__ = ("_large", "_large_filled", "_large_size", "_own", "_pool", "_shared", "_used", "size_max")
+    __slots__ = ("_large", "_large_filled", "_large_size", "_own", "_pool", "_shared", "_spare", "_used", "size_max")
 
     def __init__(self, size_max: int) -> None:
         self.size_max = size_max
         self._shared = _shared_scratch()
         self._own: bytearray | None = None
+        self._spare: bytearray | None = None  # the last _own, reused for the next partial frame
         self._used = 0
         self._large: bytearray | None = None
         self._large_size = 0
@@ -119,23 +122,30 @@ class FrameReader:
         """The frames complete in ``buffer[:used]``; the rest goes to ``_own`` or ``_large``."""
         frames: list[Frame] = []
         at = 0
-        view = memoryview(buffer)
-        size = -1
-        with view:
-            while used - at >= 4:
-                (size,) = SIZE.unpack_from(buffer, at)
-                if not FRAME_SIZE_MIN <= size <= self.size_max:
-                    raise FrameSizeError(size, self.size_max)
-                if used - at - 4 >= size:
-                    frames.append(Frame(bytes(view[at + 4 : at + 4 + size])))
-                    at += 4 + size
-                    size = -1
-                    continue
+        size_max = self.size_max
+        while used - at >= 4:
+            (size,) = SIZE.unpack_from(buffer, at)
+            if not FRAME_SIZE_MIN <= size <= size_max:
+                raise FrameSizeError(size, size_max)
+            end = at + 4 + size
+            if end > used:
                 break
-            remaining = used - at
-            if not remaining:
-                self._own, self._used = None, 0
-            elif size >= 0 and 4 + size > SCRATCH_SIZE:
+            frames.append(Frame(bytes(buffer[at + 4 : end])))
+            at = end
+        else:
+            if at == used:  # the common case: whole frames only
+                if self._own is not None:  # kept for the next partial frame, until trim()
+                    self._spare, self._own, self._used = self._own, None, 0
+                return frames
+            size = -1  # under 4 bytes of the next frame: its size is not known yet
+        self._keep(buffer, at, used, size)
+        return frames
+
+    def _keep(self, buffer: bytearray, at: int, used: int, size: int) -> None:
+        """Keep ``buffer[at:used]``, the start of a frame of ``size`` bytes (-1: not known yet)."""
+        remaining = used - at
+        with memoryview(buffer) as view:
+            if size >= 0 and 4 + size > SCRATCH_SIZE:
                 # Too big for the scratch buffer: read the rest straight into its own buffer.
                 large = self._take(size)
                 available = remaining - 4
@@ -143,18 +153,17 @@ class FrameReader:
                 large[:available] = view[at + 4 : used]
                 self._large, self._large_size, self._large_filled = large, size, available
                 self._own, self._used = None, 0
+                return
+            # Part of a frame: keep it in a buffer of this connection's (the frame fits).
+            if buffer is self._own:
+                if at:
+                    buffer[:remaining] = view[at:used]
             else:
-                # Part of a frame: keep it in a buffer of this connection's, sized to the frame.
-                capacity = 4 + size if size >= 0 else OWN_MIN
-                if buffer is self._own and len(buffer) >= capacity:
-                    if at:
-                        buffer[:remaining] = view[at:used]
-                else:
-                    own = bytearray(capacity)
-                    own[:remaining] = view[at:used]
-                    self._own = own
-                self._used = remaining
-        return frames
+                own = self._spare if self._spare is not None else bytearray(SCRATCH_SIZE)
+                self._spare = None
+                own[:remaining] = view[at:used]
+                self._own = own
+            self._used = remaining
 
     def _take(self, size: int) -> bytearray:
         want = min(size, LARGE_INITIAL)
@@ -176,13 +185,15 @@ class FrameReader:
             self._pool.append(frame.owner)
 
     def trim(self) -> None:
-        """Drop the recycled large-frame buffers (the connection has gone quiet)."""
+        """Drop the recycled buffers (the connection has gone quiet)."""
         self._pool.clear()
+        self._spare = None
 
     @property
     def held(self) -> int:
         """Bytes of buffers this reader holds (the shared scratch buffer not counted)."""
         own = len(self._own) if self._own is not None else 0
+        own += len(self._spare) if self._spare is not None else 0
         large = len(self._large) if self._large is not None else 0
         return own + large + sum(len(buffer) for buffer in self._pool)
 

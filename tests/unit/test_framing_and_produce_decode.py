@@ -280,7 +280,7 @@ def test_offset_commit_response_bytes_equal_kios(version: int, topics: list) -> 
 
 
 def test_idle_readers_hold_no_buffer_and_share_the_scratch() -> None:
-    """Between frames a reader holds nothing; two readers interleaving their reads split correctly."""
+    """Two readers interleaving their reads split correctly; trimmed, a reader holds nothing."""
     rng = random.Random(7)
     readers = [FrameReader(1_000_000), FrameReader(1_000_000)]
     payloads = [[rng.randbytes(rng.choice([10, 3000, 70_000])) for _ in range(30)] for _ in readers]
@@ -299,11 +299,17 @@ def test_idle_readers_hold_no_buffer_and_share_the_scratch() -> None:
                 got[i].append(bytes(frame.data))
                 reader.release(frame)
     assert got == payloads
+    for reader in readers:
+        reader.trim()
     assert [reader.held for reader in readers] == [0, 0]
     # a frame cut in two: its first part is kept in a buffer the size of the frame, then dropped
     reader = readers[0]
     frame = struct.pack(">i", 100) + b"y" * 100
     reader.get_buffer()[:50] = frame[:50]
-    assert reader.buffer_updated(50) == [] and reader.held == 104
+    assert reader.buffer_updated(50) == [] and reader.held == SCRATCH_SIZE
     reader.get_buffer()[:54] = frame[50:]
-    assert [bytes(f.data) for f in reader.buffer_updated(54)] == [b"y" * 100] and reader.held == 0
+    assert [bytes(f.data) for f in reader.buffer_updated(54)] == [b"y" * 100]
+    assert len(reader.get_buffer()) == SCRATCH_SIZE  # whole frames go to the shared buffer again
+    assert reader.held == SCRATCH_SIZE  # kept for the next partial frame, until trimmed
+    reader.trim()
+    assert reader.held == 0
