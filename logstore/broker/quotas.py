@@ -550,10 +550,12 @@ def with_throttle(response: Any, throttle_ms: int, api_key: int, version: int, f
     deferred OffsetCommit body (v3+) its first int32. Versions without the field: unchanged.
     """
     if isinstance(response, RawBody):
-        if api_key != 0 or version < 1:
-            return response
-        end = len(response) - (1 if flexible else 0)
-        return RawBody(response[: end - 4] + SIZE.pack(throttle_ms) + response[end:])
+        if api_key == 0 and version >= 1:  # Produce: throttle_time_ms last, before the tag section
+            end = len(response) - (1 if flexible else 0)
+            return RawBody(response[: end - 4] + SIZE.pack(throttle_ms) + response[end:])
+        if api_key == 8 and version >= 3:  # OffsetCommit: first
+            return RawBody(SIZE.pack(throttle_ms) + response[4:])
+        return response
     if isinstance(response, DeferredBody):
         if (api_key, version) < (8, 3) or api_key != 8:
             return response

@@ -133,3 +133,6 @@ def test_throttle_is_written_into_responses() -> None:
     assert with_throttle(response, 250, 3, 12, True).throttle_time == datetime.timedelta(milliseconds=250)
     body = RawBody(b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00" + b"\x00")  # v9+: ..., throttle, tags
     assert with_throttle(body, 7, 0, 9, True) == b"\x00\x00\x00\x00\x00\x00\x00\x07\x00"
+    commit = RawBody(b"\x00\x00\x00\x00\x00")
+    assert with_throttle(commit, 9, 8, 8, True) == b"\x00\x00\x00\x09\x00"
+    assert with_throttle(commit, 9, 8, 2, False) == commit  # no throttle_time_ms before v3
