@@ -14,13 +14,16 @@ replaces only the quota keys and writes it back conditioned on the version it re
 when another writer got there first; other keys are never touched. Every write adds a
 sequential ``/config/changes`` notification; each broker watches ``/config/changes`` and
 reads the quotas again on its cluster worker thread (one pass covers a burst), then hands
-them to its event loop. Values are kept as Kafka's strings (longs without a fraction).
+them to its event loop; notifications older than 15 minutes are deleted (Kafka's
+``changeExpirationMs``), at most once a minute. Values are kept as Kafka's strings (longs without a fraction).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +48,8 @@ if TYPE_CHECKING:
 _log = logging.getLogger("logstore.cluster")
 
 CONFIG = "/config"
+# Kafka's ZkNodeChangeNotificationListener deletes notifications older than this (15 minutes).
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 ALL_KEYS = {**QUOTA_KEYS, **IP_QUOTA_KEYS}
 
 
@@ -100,6 +105,20 @@ class ZkQuotaStore:
             put(((IP, ip),), f"{CONFIG}/ips/{ip}", IP_QUOTA_KEYS)
         return out
 
+    def purge_changes(self, now_ms: float) -> int:
+        """Delete ``/config/changes`` notifications older than CHANGE_EXPIRATION_MS (as Kafka's
+        listener does); returns how many. Another broker deleting one first is fine."""
+        zk = self.zk.zk
+        purged = 0
+        for child in self._children(CONFIG_CHANGES):
+            path = f"{CONFIG_CHANGES}/{child}"
+            stat = zk.exists(path)
+            if stat is not None and now_ms - stat.ctime > CHANGE_EXPIRATION_MS:
+                with contextlib.suppress(NoNodeError):
+                    zk.delete(path)
+                    purged += 1
+        return purged
+
     def save(self, changes: Mapping[Entity, Mapping[str, float]]) -> None:
         for entity, config in changes.items():
             self._write(entity, config)
@@ -141,8 +160,14 @@ def follow_client_quotas(broker: Broker, link: ZkBroker) -> None:
     store = ZkQuotaStore(link.zk)
     broker.quotas.store = store
 
+    purged_at = [0.0]
+
     def reload() -> None:
         try:
+            now = time.time()
+            if now - purged_at[0] > 60:  # at most once a minute: one exists() per notification
+                purged_at[0] = now
+                store.purge_changes(now * 1000)
             configs = store.load()
         except Exception:  # a bad znode must not stop the worker; the next change retries
             _log.exception("broker %d: reading the client quotas failed", broker.node_id)

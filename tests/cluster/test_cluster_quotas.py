@@ -7,13 +7,17 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
 from brokerkit import wait_until
 from clusterkit import BrokerProcess
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
+
+from logstore.cluster.zk_quotas import ZkQuotaStore
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from test_quotas import alter, describe, described, entity, op
@@ -83,6 +87,11 @@ def test_quotas_live_in_kafkas_znodes_and_reach_every_broker(
             "broker 1 to see it",
             timeout=15,
         )
+        # notifications older than 15 minutes go (checked by pretending the clock moved on)
+        store = ZkQuotaStore(SimpleNamespace(zk=client))  # type: ignore[arg-type]
+        assert store.purge_changes(time.time() * 1000) == 0
+        assert store.purge_changes(time.time() * 1000 + 16 * 60 * 1000) == len(changes) + 1
+        assert client.get_children("/config/changes") == []
     finally:
         client.stop()
         client.close()
