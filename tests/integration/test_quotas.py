@@ -294,7 +294,7 @@ def test_consumer_byte_rate_throttles_fetch(broker_factory: Any) -> None:
         while time.monotonic() - started < run_s:
             for message in consumer.consume(num_messages=1000, timeout=0.2):
                 if message.error() is None:
-                    got.append((time.monotonic(), len(message.value())))
+                    got.append((time.monotonic(), len(message.value() or b"")))
     finally:
         consumer.close()
     settled = sum(n for t, n in got if t >= started + 3)
@@ -314,7 +314,7 @@ def test_request_percentage_mutes_new_clients_and_delays_old_ones(broker_factory
     broker = broker_factory(SHORT_WINDOWS)
     set_quota(broker.bootstrap, {"client_id": "wire-test"}, request_percentage=0.5)
     with WireClient(broker.bootstrap) as client:
-        throttles = []
+        throttles: list[int] = []
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not any(throttles):
             throttles.append(_metadata(client, 6)[0])  # KIP-219 version: the answer comes at once
