@@ -131,19 +131,11 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "replica.fetch.response.max.bytes": ("int", 10_485_760, 0),
     "replica.fetch.backoff.ms": ("int", 1_000, 0),
     "replica.socket.timeout.ms": ("int", 30_000, 1),
-    # Connection limits (logstore/broker/connection_limits.py), changeable at runtime as in Kafka.
-    "max.connections": ("int", INT_MAX, 0),
-    "max.connections.per.ip": ("int", INT_MAX, 0),
-    "max.connections.per.ip.overrides": ("string", "", None),
-    "max.connection.creation.rate": ("int", INT_MAX, 0),
-    # Client quotas (logstore/broker/quotas.py): the rate's samples and their length.
-    "quota.window.num": ("int", 11, 1),
-    "quota.window.size.seconds": ("int", 1, 1),
     # Deprecated in Kafka 3.x and ignored there (KIP-724): accepted, validated and reported.
     "log.message.format.version": ("version", DEFAULT_MESSAGE_FORMAT_VERSION, None),
     "log.message.downconversion.enable": ("boolean", True, None),
     # Keys Kafka changes at runtime (DynamicBrokerConfig) that this broker accepts and reports
-    # but does not act on (one asyncio loop: no thread pools to size; no SASL).
+    # but does not act on (one asyncio loop: no thread pools to size; no SASL, no quotas).
     "num.io.threads": ("int", 8, 1),
     "num.network.threads": ("int", 3, 1),
     "num.replica.fetchers": ("int", 1, 1),
@@ -155,6 +147,12 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "log.cleaner.io.buffer.load.factor": ("double", 0.9, None),
     "log.cleaner.io.max.bytes.per.second": ("double", 1.7976931348623157e308, None),
     "log.cleaner.backoff.ms": ("long", 15_000, 0),
+    "max.connections": ("int", INT_MAX, 0),  # these four are acted on: connection_limits.py
+    "max.connections.per.ip": ("int", INT_MAX, 0),
+    "max.connections.per.ip.overrides": ("string", "", None),
+    "max.connection.creation.rate": ("int", INT_MAX, 0),
+    "quota.window.num": ("int", 11, 1),  # client quotas (quotas.py): the rate's samples
+    "quota.window.size.seconds": ("int", 1, 1),  # ... and their length (read-only, as in Kafka)
     "transaction.partition.verification.enable": ("boolean", True, None),
     "metric.reporters": ("list", "", None),
     "leader.replication.throttled.rate": ("long", LONG_MAX, 0),

@@ -383,6 +383,33 @@ def test_max_connections_per_ip_closes_the_next_connection(broker_factory: Any) 
     assert "already has the maximum of 3 connections" in broker.log_text()
 
 
+def test_connection_limits_follow_dynamic_broker_configs(broker: BrokerProcess) -> None:
+    """max.connections.per.ip set at runtime (IncrementalAlterConfigs on the broker) applies to the next connection."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    entry = ConfigEntry("max.connections.per.ip", "3", incremental_operation=AlterConfigOpType.SET)
+    (future,) = admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.BROKER, "0", incremental_configs=[entry])]
+    ).values()
+    future.result(15)
+    del admin  # its own connections count against the limit too
+    time.sleep(0.5)
+    socks = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(4)]
+    try:
+        answered = [_answers(s, 5) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+    assert answered == [True, True, True, False]
+
+
 def test_max_connections_parks_the_next_connection_until_a_slot_frees(broker_factory: Any) -> None:
     broker = broker_factory({"max.connections": "2"})
     socks = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(2)]
