@@ -80,7 +80,7 @@ def quotas() -> None:
 
     Keys: producer_byte_rate, consumer_byte_rate (bytes/s), request_percentage (% of one
     thread), controller_mutation_rate; connection_creation_rate for --ip. With no entity,
-    describe lists every entity that has quotas.
+    describe lists every entity that has quotas; describe --user '*' matches any user.
     """
 
 
