@@ -136,7 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--produce-quota", type=int, default=100_000, help="producer_byte_rate, bytes/s")
     parser.add_argument("--consume-quota", type=int, default=200_000, help="consumer_byte_rate, bytes/s")
     parser.add_argument("--seconds", type=float, default=66.0, help="how long each client runs")
-    parser.add_argument("--settle", type=float, default=11.0, help="seconds left out at the start of each run")
+    parser.add_argument(
+        "--settle", type=float, default=11.0, help="seconds left out at the start of each run"
+    )
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="broker config")
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     args = parser.parse_args(argv)

@@ -78,7 +78,17 @@ class FrameReader:
     pool, until :meth:`trim`.
     """
 
-    __slots__ = ("_large", "_large_filled", "_large_size", "_own", "_pool", "_shared", "_spare", "_used", "size_max")
+    __slots__ = (
+        "_large",
+        "_large_filled",
+        "_large_size",
+        "_own",
+        "_pool",
+        "_shared",
+        "_spare",
+        "_used",
+        "size_max",
+    )
 
     def __init__(self, size_max: int) -> None:
         self.size_max = size_max

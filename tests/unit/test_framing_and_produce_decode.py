@@ -158,7 +158,9 @@ partition_results = st.lists(
         st.one_of(st.just(-1), st.integers(0, 2**41)),
         st.integers(-1, 2**62),
         st.one_of(st.none(), st.text(max_size=30)),
-        st.lists(st.tuples(st.integers(0, 2**31 - 1), st.one_of(st.none(), st.text(max_size=20))), max_size=3).map(tuple),
+        st.lists(
+            st.tuples(st.integers(0, 2**31 - 1), st.one_of(st.none(), st.text(max_size=20))), max_size=3
+        ).map(tuple),
     ),
     max_size=4,
 )
@@ -193,7 +195,9 @@ def test_produce_response_bytes_equal_kios(version: int, topics: list) -> None:
                         else datetime.datetime.fromtimestamp(append / 1000, datetime.UTC),
                         log_start_offset=start,
                         record_errors=tuple(
-                            build(module.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=why)
+                            build(
+                                module.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=why
+                            )
                             for i, why in record_errors
                         )
                         if version >= 8
