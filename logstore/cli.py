@@ -878,3 +878,6 @@ main.add_command(_acls)
 from logstore.users_admin import users  # noqa: E402 - `logstore users` (SCRAM credentials)
 
 main.add_command(users)
+from logstore.quotas_cli import quotas  # noqa: E402 - logstore quotas (client quotas, like kafka-configs)
+
+main.add_command(quotas)

@@ -149,10 +149,12 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "log.cleaner.io.buffer.load.factor": ("double", 0.9, None),
     "log.cleaner.io.max.bytes.per.second": ("double", 1.7976931348623157e308, None),
     "log.cleaner.backoff.ms": ("long", 15_000, 0),
-    "max.connections": ("int", INT_MAX, 0),
+    "max.connections": ("int", INT_MAX, 0),  # these four are acted on: connection_limits.py
     "max.connections.per.ip": ("int", INT_MAX, 0),
     "max.connections.per.ip.overrides": ("string", "", None),
     "max.connection.creation.rate": ("int", INT_MAX, 0),
+    "quota.window.num": ("int", 11, 1),  # client quotas (quotas.py): the rate's samples
+    "quota.window.size.seconds": ("int", 1, 1),  # ... and their length (read-only, as in Kafka)
     "transaction.partition.verification.enable": ("boolean", True, None),
     "metric.reporters": ("list", "", None),
     "leader.replication.throttled.rate": ("long", LONG_MAX, 0),

@@ -32,7 +32,22 @@ def _loop_factory(choice: str) -> type[asyncio.AbstractEventLoop] | None:
     return loop_class
 
 
+def raise_nofile_limit() -> tuple[int, int]:
+    """Raise RLIMIT_NOFILE's soft limit to the hard limit (each connection is a descriptor;
+    a soft limit of 1,024 would refuse the 1,025th client). Returns (soft, hard)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as e:
+            _log.warning("cannot raise the open file limit from %d to %d: %s", soft, hard, e)
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
 async def serve(config: BrokerConfig, data_dir: str | None, join: Join | None = None) -> None:
+    raise_nofile_limit()
     broker = Broker(config, data_dir=data_dir, join=join)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -12,7 +12,6 @@ connections are not affected. A connection idle for
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import logging
@@ -26,6 +25,7 @@ from typing import Any
 
 from logstore.broker.apis import registry
 from logstore.broker.config import BrokerConfig
+from logstore.broker.connection_limits import ConnectionLimits
 from logstore.broker.controller import ClusterLink, LocalController, NotJoined, TopicController
 from logstore.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
 from logstore.broker.fetch_session import FetchSessionCache
@@ -34,6 +34,7 @@ from logstore.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from logstore.broker.metrics import BrokerMetrics
 from logstore.broker.metrics_http import MetricsServer, parse_metrics_listener
 from logstore.broker.producers import ProducerIds
+from logstore.broker.quotas import ClientQuotas, FileQuotaStore
 from logstore.broker.replica_fetcher import FetcherSettings
 from logstore.broker.replica_manager import ReplicaManager
 from logstore.errors import InvalidConfigError
@@ -71,6 +72,15 @@ _QUEUEABLE = (bytes, bytearray, DeferredFrame)  # bytearrays: fresh ResponseBuff
 
 # Pause reading from a client once this many request bytes wait unserved.
 QUEUED_BYTES_MAX = 64 * 1024 * 1024
+
+# Why a connection's reading is paused (Connection._holds, a bit set): too many request
+# bytes queued, muted by a quota (KIP-219), parked by a connection limit (connection_limits.py).
+_QUEUE_FULL, _MUTED, _PARKED = 1, 2, 4
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 @dataclass(slots=True)
@@ -110,12 +120,25 @@ class Connection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         self.busy = False
         self._reader = FrameReader(broker.config.socket_request_max_bytes)
-        self._frames: collections.deque[Frame] = collections.deque()
+        # Frames not yet served, oldest first. A list, not a deque: an idle connection's empty
+        # list is 56 bytes where a deque allocates a 600-byte block (docs/quotas.md, idle cost).
+        self._frames: list[Frame] = []
         self._queued = 0
-        self._reading_paused = False
-        self._wake = asyncio.Event()
-        self._writable = asyncio.Event()
-        self._writable.set()
+        self._holds = 0  # _QUEUE_FULL | _MUTED | _PARKED
+        # Quotas (quotas.py): the throttle of the request being served, and the mute's end.
+        self._throttle_ms = 0
+        self._throttle_after = True
+        self._unmute: asyncio.Future[None] | None = None
+        # Connection limits (connection_limits.py): the IP counted, and whether a slot was taken.
+        self.limit_ip: str | None = None
+        self.admitted = False
+        # The serving task's wait for frames: a future made only while it waits (an Event
+        # would hold a waiter deque on every idle connection).
+        self._waiter: asyncio.Future[None] | None = None
+        # The transport's write buffer is over its high-water mark (pause_writing); a sender
+        # waits for resume_writing on a future made only then.
+        self._write_paused = False
+        self._drained: asyncio.Future[None] | None = None
         # Responses not yet written (see _flush_pending); a DeferredFrame is encoded then.
         self._pending: list[bytes | bytearray | DeferredFrame] = []
         self._task: asyncio.Task[None] | None = None
@@ -133,6 +156,7 @@ class Connection(asyncio.BufferedProtocol):
         if self.security_protocol != "PLAINTEXT":
             self.broker.security.on_connect(self, transport)
         self._task = asyncio.get_running_loop().create_task(self._serve())
+        self.broker.connection_limits.on_connect(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()
@@ -147,55 +171,71 @@ class Connection(asyncio.BufferedProtocol):
         for frame in frames:
             self._frames.append(frame)
             self._queued += len(frame)
-        if frames:
-            self._wake.set()
-        if self._queued > QUEUED_BYTES_MAX and not self._reading_paused and self.transport is not None:
-            self.transport.pause_reading()
-            self._reading_paused = True
+        if frames and self._waiter is not None:
+            _resolve(self._waiter)
+        if self._queued > QUEUED_BYTES_MAX and not self._holds & _QUEUE_FULL:
+            self._hold(_QUEUE_FULL)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.broker.connections.discard(self)
         self.broker.metrics.connection_closed(self.listener_name)
-        self._wake.set()
-        self._writable.set()
+        self.broker.connection_limits.on_close(self)
+        if self._unmute is not None:
+            _resolve(self._unmute)
+        if self._waiter is not None:
+            _resolve(self._waiter)
+        self._write_paused = False
+        if self._drained is not None:
+            _resolve(self._drained)
 
     def pause_writing(self) -> None:
-        self._writable.clear()
+        self._write_paused = True
 
     def resume_writing(self) -> None:
-        self._writable.set()
+        self._write_paused = False
+        if self._drained is not None:
+            _resolve(self._drained)
 
     # -- serving -----------------------------------------------------------
 
     async def _serve(self) -> None:
+        frame: Frame | None = None
+        chunks: list[Any] | None = None
         try:
             while not self.closed:
                 if not self._frames:
-                    self._wake.clear()
-                    await self._wake.wait()
+                    frame = chunks = None  # an idle connection keeps neither its last request nor answer
+                    waiter = self._waiter = asyncio.get_running_loop().create_future()
+                    try:
+                        await waiter
+                    finally:
+                        self._waiter = None
                     continue
-                frame = self._frames.popleft()
+                frame = self._frames.pop(0)
                 self._queued -= len(frame)
-                if (
-                    self._reading_paused
-                    and self._queued <= QUEUED_BYTES_MAX // 2
-                    and self.transport is not None
-                ):
-                    self.transport.resume_reading()
-                    self._reading_paused = False
+                if self._holds & _QUEUE_FULL and self._queued <= QUEUED_BYTES_MAX // 2:
+                    self._release(_QUEUE_FULL)
                 self.busy = True
                 try:
                     if self.sasl is None:
                         chunks = await self.broker.handle(frame.data, self)
                     else:
                         chunks = await self.sasl.serve(frame.data, self)
+                    throttle_ms = self._throttle_ms
+                    if throttle_ms:
+                        self._throttle_ms = 0
+                        if not self._throttle_after:  # a client before KIP-219: the answer waits
+                            await self._mute(throttle_ms)
+                            throttle_ms = 0
                     if chunks is None or self.closed:
                         pass
-                    elif len(chunks) == 1 and type(chunks[0]) in _QUEUEABLE and self._writable.is_set():
+                    elif len(chunks) == 1 and type(chunks[0]) in _QUEUEABLE and not self._write_paused:
                         self._queue(chunks[0])  # the common small answer, without _send's coroutine
                     else:
                         await self._send(chunks)
+                    if throttle_ms:  # KIP-219: answered at once, then not read for the throttle time
+                        await self._mute(throttle_ms)
                 finally:
                     self._reader.release(frame)
                     self.busy = False
@@ -209,6 +249,44 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:
             _log.exception("unexpected error serving %s; closing the connection", self.peer)
             self.close("internal error", abort=True, quiet=True)
+
+    # -- quotas and connection limits ----------------------------------------
+
+    def throttle(self, throttle_ms: int, client_throttles: bool) -> None:
+        """Quotas: mute this connection for ``throttle_ms`` once the request being served is
+        answered (``client_throttles``: KIP-219 versions), or hold its answer that long."""
+        self._throttle_ms = max(self._throttle_ms, throttle_ms)
+        self._throttle_after = client_throttles
+
+    async def _mute(self, throttle_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+        self._hold(_MUTED)
+        waiter = self._unmute = loop.create_future()
+        timer = loop.call_later(throttle_ms / 1000, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._unmute = None
+            self._release(_MUTED)
+
+    def park(self) -> None:
+        """Connection limits: accepted, but not read until :meth:`unpark`."""
+        self._hold(_PARKED)
+
+    def unpark(self) -> None:
+        self._release(_PARKED)
+
+    def _hold(self, reason: int) -> None:
+        if not self._holds and self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self._holds |= reason
+
+    def _release(self, reason: int) -> None:
+        if self._holds & reason:
+            self._holds &= ~reason
+            if not self._holds and self.transport is not None and not self.transport.is_closing():
+                self.transport.resume_reading()
 
     async def _send(self, chunks: list[Any]) -> None:
         transport = self.transport
@@ -226,8 +304,12 @@ class Connection(asyncio.BufferedProtocol):
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
                     chunk.close()
-        if not self._writable.is_set():
-            await self._writable.wait()
+        if self._write_paused:
+            waiter = self._drained = loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._drained = None
 
     def write_now(self, chunks: list[Any]) -> None:
         """Write a response at once, after those queued (a last answer before a close)."""
@@ -281,11 +363,18 @@ class Connection(asyncio.BufferedProtocol):
             raise ConnectionError(f"segment shrank while sending ({len(data)} of {region.size} bytes)")
         transport.write(data)
 
+    def trim(self) -> None:
+        """Give back memory an idle connection does not need (recycled read buffers)."""
+        self._reader.trim()
+
     def close(self, reason: str, abort: bool = False, quiet: bool = False) -> None:
         if not quiet:
             _log.warning("closing connection from %s: %s", self.peer, reason)
         self.closed = True
-        self._wake.set()
+        if self._waiter is not None:
+            _resolve(self._waiter)
+        if self._unmute is not None:
+            _resolve(self._unmute)
         if self.transport is not None and not self.transport.is_closing():
             if abort:
                 self.transport.abort()
@@ -365,6 +454,13 @@ class Broker:
         self.metrics = self.replica_manager.metrics = BrokerMetrics(self)
         self.metrics_server: MetricsServer | None = None
         self.producer_ids = ProducerIds(self.data_dir)
+        # Client quotas (quotas.py) and connection limits (connection_limits.py).
+        self.quotas = ClientQuotas(
+            FileQuotaStore(self.data_dir), config.quota_window_num, config.quota_window_size_seconds
+        )
+        self.connection_limits = ConnectionLimits(self)
+        self.quotas.on_ip_quotas = self.connection_limits.set_ip_quotas
+        self.connection_limits.set_ip_quotas(self.quotas.ip_quotas())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.connections: set[Connection] = set()
         self.bound: list[tuple[str, int]] = []
@@ -578,6 +674,9 @@ class Broker:
                     connection.close(f"idle for more than connections.max.idle.ms={idle_ms}")
                 elif connection.sasl is not None and not connection.busy and connection.sasl.expired(now):
                     connection.close("SASL session expired: not re-authenticated (connections.max.reauth.ms)")
+                elif now - connection.last_active > 10:
+                    connection.trim()  # quiet: drop its recycled large-frame buffers
+            self.quotas.expire(now * 1000)
 
     # -- dispatch ------------------------------------------------------------
 
@@ -608,6 +707,10 @@ class Broker:
             raise ProtocolError(
                 f"cannot decode {api.name} v{version} from {header.client_id!r}: {e}"
             ) from None
+        if self.quotas.active:  # quotas.py: measured, throttled, throttle_time_ms set
+            return await self.quotas.serve(
+                api, codec_, RequestContext(self, connection, header), request, len(frame)
+            )
         response = await api.handle(RequestContext(self, connection, header), request)
         if response is None:
             self.metrics.observe(api, version, time.perf_counter() - started, None)

@@ -76,6 +76,8 @@ INCREMENTAL_ALTER_CONFIGS = 44
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 OFFSET_DELETE = 47
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_CLUSTER = 60
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 
@@ -2224,6 +2226,82 @@ class AdminClient:
             })  # fmt: skip
 
         self._submit(futures.values(), work)
+        return futures
+
+    def describe_client_quotas(
+        self,
+        components: Sequence[tuple[str, str | None]] = (),
+        *,
+        strict: bool = False,
+        request_timeout: float | None = None,
+    ) -> Future[dict[tuple[tuple[str, str | None], ...], dict[str, float]]]:
+        """Quotas of the entities matching a filter (DescribeClientQuotas; Java's describeClientQuotas).
+
+        ``components``: (entity type, match) pairs, entity type ``user``, ``client-id`` or ``ip``;
+        match a name (EXACT), None (the ``<default>`` entity: DEFAULT) or ``"*"`` (any entity of
+        that type: SPECIFIED). ``strict``: only entities with no other type. The result maps
+        each entity, a sorted tuple of (type, name or None for the default), to its quotas.
+        """
+        fields = {
+            "components": [
+                {"entity_type": t, "match_type": 2 if m == "*" else 1 if m is None else 0,
+                 "match": None if m is None or m == "*" else m}
+                for t, m in components
+            ],
+            "strict": bool(strict),
+        }  # fmt: skip
+        deadline = self._deadline(request_timeout)
+        future = _future()
+
+        def work() -> None:
+            response = self._routed(DESCRIBE_CLIENT_QUOTAS, ["quotas"], lambda _: None, lambda _: fields,
+                                    lambda r, _: {"quotas": r}, _ANY_RETRY, lambda _: None, deadline)["quotas"]  # fmt: skip
+            if isinstance(response, KafkaError):
+                raise KafkaException(response)
+            if response.error_code:
+                raise KafkaException(_error(response.error_code, response.error_message))
+            future.set_result({
+                tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):
+                    {v.key: float(v.value) for v in entry.values}
+                for entry in response.entries
+            })  # fmt: skip
+
+        self._submit([future], work)
+        return future
+
+    def alter_client_quotas(
+        self,
+        alterations: Sequence[tuple[Mapping[str, str | None], Mapping[str, float | None]]],
+        *,
+        validate_only: bool = False,
+        request_timeout: float | None = None,
+    ) -> list[Future[None]]:
+        """Set (a value) or remove (None) quotas of entities (AlterClientQuotas; Java's alterClientQuotas).
+
+        Each alteration: ({entity type: name or None for ``<default>``}, {quota key: value or
+        None}). One future per alteration, failed with the broker's error (INVALID_REQUEST
+        and its message for a bad key, value or entity)."""
+        entries = [
+            {"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+             "ops": [{"key": k, "value": 0.0 if v is None else float(v), "remove": v is None} for k, v in ops.items()]}
+            for entity, ops in alterations
+        ]  # fmt: skip
+        fields = {"entries": entries, "validate_only": bool(validate_only)}
+        deadline = self._deadline(request_timeout)
+        futures = [_future() for _ in entries]
+
+        def work() -> None:
+            response = self._routed(ALTER_CLIENT_QUOTAS, ["quotas"], lambda _: None, lambda _: fields,
+                                    lambda r, _: {"quotas": r}, _ANY_RETRY, lambda _: None, deadline)["quotas"]  # fmt: skip
+            if isinstance(response, KafkaError):
+                raise KafkaException(response)
+            for future, entry in zip(futures, response.entries, strict=True):
+                if entry.error_code:
+                    future.set_exception(KafkaException(_error(entry.error_code, entry.error_message)))
+                else:
+                    future.set_result(None)
+
+        self._submit(futures, work)
         return futures
 
     def _deadline(self, request_timeout: Any) -> float:

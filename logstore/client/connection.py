@@ -81,6 +81,8 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     45: 1,  # AlterPartitionReassignments
     46: 0,  # ListPartitionReassignments
     47: 0,  # OffsetDelete
+    48: 1,  # DescribeClientQuotas
+    49: 1,  # AlterClientQuotas
     60: 1,  # DescribeCluster
 }
 

@@ -147,6 +147,9 @@ def join(broker: Broker, endpoint: tuple[str, int]) -> ZkBroker:
     from logstore.cluster.zk_acls import follow_acls
 
     follow_acls(broker, link)  # ACLs in /kafka-acl* when authorizer.class.name is set
+    from logstore.cluster.zk_quotas import follow_client_quotas
+
+    follow_client_quotas(broker, link)  # /config/users, /config/clients, /config/ips
     return link
 
 

@@ -1,14 +1,25 @@
-"""Splitting a connection's byte stream into request frames, with few copies.
+"""Splitting a connection's byte stream into request frames, with few copies and little idle memory.
 
-Small frames arrive in a reusable scratch buffer and are copied out as
-``bytes``. A frame too large for the scratch buffer is read by the socket
-straight into a buffer of its own (no copy), taken from a small pool of
-recycled buffers: memory freshly handed out by the kernel costs a page fault
-per 4 KiB on first touch, and a broker receiving 1 MiB produce requests would
-otherwise pay that on every one. Such a frame is handed out as a writable
-memoryview (so offsets can be assigned in place) together with its buffer,
-which the caller gives back with :meth:`FrameReader.release` once nothing
-refers to it.
+Reads land in one scratch buffer shared by every connection of the thread
+(the loop asks for a buffer, reads into it and reports the bytes within one
+callback, so no two connections ever use it at once). Complete frames are
+copied out as ``bytes``; the bytes of a frame not yet complete move to a
+buffer of the connection's own (of the scratch size, as every connection
+had before), which the next reads fill. Once the frame is complete the
+next read goes to the shared buffer again; the connection's buffer is kept
+for its next partial frame (a client streaming requests would otherwise pay
+a fresh, page-faulting allocation per request) until :meth:`FrameReader.trim`
+(the broker trims connections quiet for 10 s). A connection whose requests
+arrive whole, as an idle client's do, never has a read buffer of its own.
+
+A frame too large for the scratch buffer is read by the socket straight into
+a buffer of its own (no copy), taken from a small pool of recycled buffers:
+memory freshly handed out by the kernel costs a page fault per 4 KiB on
+first touch, and a broker receiving 1 MiB produce requests would otherwise
+pay that on every one. Such a frame is handed out as a writable memoryview
+(so offsets can be assigned in place) together with its buffer, which the
+caller gives back with :meth:`FrameReader.release` once nothing refers to
+it; :meth:`FrameReader.trim` drops the pool (an idle connection).
 
 >>> reader = FrameReader(size_max=1 << 20)
 >>> view = reader.get_buffer()
@@ -20,6 +31,7 @@ refers to it.
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass
 
 SIZE = struct.Struct(">i")
@@ -57,15 +69,32 @@ class Frame:
 class FrameReader:
     """A stream of frames for ``asyncio.BufferedProtocol``.
 
-    Invariants: ``0 <= _used <= len(_scratch)``; while a large frame is being
-    read, ``_large_filled < _large_size``, ``_large_filled < len(_large)`` and
-    the scratch buffer is empty. Memory held for a frame is at most twice its
-    bytes received, or LARGE_INITIAL.
+    Invariants: with no large frame in progress, either ``_own`` is None
+    (the next read goes to the thread's shared scratch buffer) or it holds
+    ``0 < _used < len(_own) == SCRATCH_SIZE`` bytes of frames not yet complete; while a large frame is being read,
+    ``_large_filled < _large_size``, ``_large_filled < len(_large)`` and
+    ``_own`` is None. Memory held for a frame is at most twice its bytes
+    received, or LARGE_INITIAL; between frames, the spare own buffer and the
+    pool, until :meth:`trim`.
     """
+
+    __slots__ = (
+        "_large",
+        "_large_filled",
+        "_large_size",
+        "_own",
+        "_pool",
+        "_shared",
+        "_spare",
+        "_used",
+        "size_max",
+    )
 
     def __init__(self, size_max: int) -> None:
         self.size_max = size_max
-        self._scratch = bytearray(SCRATCH_SIZE)
+        self._shared = _shared_scratch()
+        self._own: bytearray | None = None
+        self._spare: bytearray | None = None  # the last _own, reused for the next partial frame
         self._used = 0
         self._large: bytearray | None = None
         self._large_size = 0
@@ -73,10 +102,12 @@ class FrameReader:
         self._pool: list[bytearray] = []
 
     def get_buffer(self) -> memoryview:
-        """Where the socket should write next."""
+        """Where the socket should write next (valid until the matching :meth:`buffer_updated`)."""
         if self._large is not None:
             return memoryview(self._large)[self._large_filled : min(self._large_size, len(self._large))]
-        return memoryview(self._scratch)[self._used :]
+        if self._own is not None:
+            return memoryview(self._own)[self._used :]
+        return memoryview(self._shared)
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
         """``nbytes`` arrived in the last buffer; returns the frames now complete."""
@@ -90,35 +121,59 @@ class FrameReader:
             frame = Frame(memoryview(self._large)[: self._large_size], self._large)
             self._large = None
             return [frame]
-        self._used += nbytes
-        assert self._used <= len(self._scratch)
-        return self._split_scratch()
+        if self._own is not None:
+            self._used += nbytes
+            assert self._used <= len(self._own)
+            return self._split(self._own, self._used)
+        assert nbytes <= len(self._shared)
+        return self._split(self._shared, nbytes)
 
-    def _split_scratch(self) -> list[Frame]:
+    def _split(self, buffer: bytearray, used: int) -> list[Frame]:
+        """The frames complete in ``buffer[:used]``; the rest goes to ``_own`` or ``_large``."""
         frames: list[Frame] = []
-        scratch, used, at = self._scratch, self._used, 0
+        at = 0
+        size_max = self.size_max
         while used - at >= 4:
-            (size,) = SIZE.unpack_from(scratch, at)
-            if not FRAME_SIZE_MIN <= size <= self.size_max:
-                raise FrameSizeError(size, self.size_max)
-            available = used - at - 4
-            if available >= size:
-                frames.append(Frame(bytes(scratch[at + 4 : at + 4 + size])))
-                at += 4 + size
-                continue
-            if 4 + size > len(scratch):
+            (size,) = SIZE.unpack_from(buffer, at)
+            if not FRAME_SIZE_MIN <= size <= size_max:
+                raise FrameSizeError(size, size_max)
+            end = at + 4 + size
+            if end > used:
+                break
+            frames.append(Frame(bytes(buffer[at + 4 : end])))
+            at = end
+        else:
+            if at == used:  # the common case: whole frames only
+                if self._own is not None:  # kept for the next partial frame, until trim()
+                    self._spare, self._own, self._used = self._own, None, 0
+                return frames
+            size = -1  # under 4 bytes of the next frame: its size is not known yet
+        self._keep(buffer, at, used, size)
+        return frames
+
+    def _keep(self, buffer: bytearray, at: int, used: int, size: int) -> None:
+        """Keep ``buffer[at:used]``, the start of a frame of ``size`` bytes (-1: not known yet)."""
+        remaining = used - at
+        with memoryview(buffer) as view:
+            if size >= 0 and 4 + size > SCRATCH_SIZE:
                 # Too big for the scratch buffer: read the rest straight into its own buffer.
                 large = self._take(size)
+                available = remaining - 4
                 assert available < len(large)  # available < SCRATCH_SIZE <= LARGE_INITIAL
-                large[:available] = scratch[at + 4 : used]
+                large[:available] = view[at + 4 : used]
                 self._large, self._large_size, self._large_filled = large, size, available
-                at = used
-            break
-        remaining = used - at
-        if at and remaining:
-            scratch[:remaining] = scratch[at:used]
-        self._used = remaining
-        return frames
+                self._own, self._used = None, 0
+                return
+            # Part of a frame: keep it in a buffer of this connection's (the frame fits).
+            if buffer is self._own:
+                if at:
+                    buffer[:remaining] = view[at:used]
+            else:
+                own = self._spare if self._spare is not None else bytearray(SCRATCH_SIZE)
+                self._spare = None
+                own[:remaining] = view[at:used]
+                self._own = own
+            self._used = remaining
 
     def _take(self, size: int) -> bytearray:
         want = min(size, LARGE_INITIAL)
@@ -138,6 +193,30 @@ class FrameReader:
         """Give a large frame's buffer back for reuse (nothing may refer to it after this)."""
         if frame.owner is not None and len(self._pool) < POOL_SIZE and len(frame.owner) <= POOLED_MAX:
             self._pool.append(frame.owner)
+
+    def trim(self) -> None:
+        """Drop the recycled buffers (the connection has gone quiet)."""
+        self._pool.clear()
+        self._spare = None
+
+    @property
+    def held(self) -> int:
+        """Bytes of buffers this reader holds (the shared scratch buffer not counted)."""
+        own = len(self._own) if self._own is not None else 0
+        own += len(self._spare) if self._spare is not None else 0
+        large = len(self._large) if self._large is not None else 0
+        return own + large + sum(len(buffer) for buffer in self._pool)
+
+
+_local = threading.local()
+
+
+def _shared_scratch() -> bytearray:
+    """This thread's scratch buffer (the loop that reads into it runs on this thread)."""
+    scratch: bytearray | None = getattr(_local, "scratch", None)
+    if scratch is None:
+        scratch = _local.scratch = bytearray(SCRATCH_SIZE)
+    return scratch
 
 
 def _rounded(size: int) -> int:

@@ -158,7 +158,9 @@ partition_results = st.lists(
         st.one_of(st.just(-1), st.integers(0, 2**41)),
         st.integers(-1, 2**62),
         st.one_of(st.none(), st.text(max_size=30)),
-        st.lists(st.tuples(st.integers(0, 2**31 - 1), st.one_of(st.none(), st.text(max_size=20))), max_size=3).map(tuple),
+        st.lists(
+            st.tuples(st.integers(0, 2**31 - 1), st.one_of(st.none(), st.text(max_size=20))), max_size=3
+        ).map(tuple),
     ),
     max_size=4,
 )
@@ -193,7 +195,9 @@ def test_produce_response_bytes_equal_kios(version: int, topics: list) -> None:
                         else datetime.datetime.fromtimestamp(append / 1000, datetime.UTC),
                         log_start_offset=start,
                         record_errors=tuple(
-                            build(module.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=why)
+                            build(
+                                module.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=why
+                            )
                             for i, why in record_errors
                         )
                         if version >= 8
@@ -277,3 +281,39 @@ def test_offset_commit_response_bytes_equal_kios(version: int, topics: list) -> 
         if not early
     }
     assert _encode(version, request, names, before, committed) == encode(response)
+
+
+def test_idle_readers_hold_no_buffer_and_share_the_scratch() -> None:
+    """Two readers interleaving their reads split correctly; trimmed, a reader holds nothing."""
+    rng = random.Random(7)
+    readers = [FrameReader(1_000_000), FrameReader(1_000_000)]
+    payloads = [[rng.randbytes(rng.choice([10, 3000, 70_000])) for _ in range(30)] for _ in readers]
+    streams = [b"".join(struct.pack(">i", len(p)) + p for p in ps) for ps in payloads]
+    at = [0, 0]
+    got: list[list[bytes]] = [[], []]
+    while any(at[i] < len(streams[i]) for i in range(2)):
+        for i, reader in enumerate(readers):
+            if at[i] >= len(streams[i]):
+                continue
+            buffer = reader.get_buffer()
+            n = min(len(buffer), len(streams[i]) - at[i], rng.randint(1, 50_000))
+            buffer[:n] = streams[i][at[i] : at[i] + n]
+            at[i] += n
+            for frame in reader.buffer_updated(n):
+                got[i].append(bytes(frame.data))
+                reader.release(frame)
+    assert got == payloads
+    for reader in readers:
+        reader.trim()
+    assert [reader.held for reader in readers] == [0, 0]
+    # a frame cut in two: its first part is kept in a buffer the size of the frame, then dropped
+    reader = readers[0]
+    frame = struct.pack(">i", 100) + b"y" * 100
+    reader.get_buffer()[:50] = frame[:50]
+    assert reader.buffer_updated(50) == [] and reader.held == SCRATCH_SIZE
+    reader.get_buffer()[:54] = frame[50:]
+    assert [bytes(f.data) for f in reader.buffer_updated(54)] == [b"y" * 100]
+    assert len(reader.get_buffer()) == SCRATCH_SIZE  # whole frames go to the shared buffer again
+    assert reader.held == SCRATCH_SIZE  # kept for the next partial frame, until trimmed
+    reader.trim()
+    assert reader.held == 0

@@ -85,6 +85,8 @@ _MODULES = (
     "sasl_authenticate",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "describe_client_quotas",
+    "alter_client_quotas",
 )
 
 
