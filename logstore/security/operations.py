@@ -112,6 +112,7 @@ RULES: dict[int, tuple[str, tuple[Rule, ...]]] = {
         R(DESCRIBE, CLUSTER, "every group listed"),
         R(DESCRIBE, GROUP, "without DESCRIBE on the cluster: only the groups allowed"),
     )),
+    17: ("SaslHandshake", ()),  # before authentication: needs nothing (as ApiVersions)
     19: ("CreateTopics", (
         R(CREATE, CLUSTER, "every topic"),
         R(CREATE, TOPIC, "each topic without CREATE on the cluster; TOPIC_AUTHORIZATION_FAILED"),
@@ -164,6 +165,7 @@ RULES: dict[int, tuple[str, tuple[Rule, ...]]] = {
         R(ALTER_CONFIGS, GROUP, "GROUP resources; GROUP_AUTHORIZATION_FAILED"),
     )),
     35: ("DescribeLogDirs", (R(DESCRIBE, CLUSTER, "no results, CLUSTER_AUTHORIZATION_FAILED"),)),
+    36: ("SaslAuthenticate", ()),
     37: ("CreatePartitions", (R(ALTER, TOPIC, "each topic; TOPIC_AUTHORIZATION_FAILED"),)),
     42: ("DeleteGroups", (R(DELETE, GROUP, "each group; GROUP_AUTHORIZATION_FAILED"),)),
     43: ("ElectLeaders", (R(ALTER, CLUSTER, "CLUSTER_AUTHORIZATION_FAILED, and on every partition"),)),
@@ -306,6 +308,8 @@ def table_markdown() -> str:
     """The table as markdown (docs/acls.md)."""
     lines = ["| API (key) | Operation | Resource | When / answer when denied |", "|---|---|---|---|"]
     for key, (name, rules) in sorted(RULES.items()):
+        if not rules:
+            lines.append(f"| {name} ({key}) | none | | served to anyone (before authentication too) |")
         for rule in rules:
             lines.append(
                 f"| {name} ({key}) | {rule.operation.name} | {rule.resource_type.title} | {rule.note} |"

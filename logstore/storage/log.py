@@ -790,7 +790,13 @@ class Log:
         segments = list(self.segments.values())
         if timestamp == MAX_TIMESTAMP:
             best = max(segments, key=lambda s: s.max_timestamp)
-            return (best.max_timestamp, best.offset_of_max_timestamp) if best.max_timestamp >= 0 else None
+            if best.max_timestamp < 0:
+                return None
+            # The segment keeps the offset of the batch with the largest timestamp (its last
+            # offset, as Kafka's time index); the answer is the record's own offset (KAFKA-16310,
+            # Kafka 3.8): the first record of the segment carrying that timestamp.
+            exact = best.find_offset_by_timestamp(best.max_timestamp, self.log_start_offset)
+            return exact if exact is not None else (best.max_timestamp, best.offset_of_max_timestamp)
         for segment in segments:
             if segment.max_timestamp >= timestamp and segment.next_offset > self.log_start_offset:
                 found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)

@@ -10,6 +10,7 @@ import pytest
 
 from logstore import Log
 from logstore.errors import OffsetOutOfRangeError
+from logstore.records import Record, build_batch
 from logstore.storage.log import CLEAN_SHUTDOWN_FILE
 from logstore.storage.segment import segment_file_name
 
@@ -169,6 +170,21 @@ def test_offset_for_timestamp(segment_dir: str) -> None:
         assert log.offset_for_timestamp(5000) is None
         assert log.offset_for_timestamp(-2) == (-1, 0)
         assert log.offset_for_timestamp(-1) == (-1, 120)
-        assert log.offset_for_timestamp(-3) == (1029, 119)
+        # -3: the first record carrying the largest timestamp (Kafka 3.8, KAFKA-16310), not the
+        # last offset of its batch
+        assert log.offset_for_timestamp(-3) == (1029, 116)
         log.delete_records(50)
         assert log.offset_for_timestamp(1010) == (1012, 50)
+
+
+def test_max_timestamp_is_the_records_own_offset(segment_dir: str) -> None:
+    """librdkafka's 0081 ListOffsets case: three records in one batch stamped +100, +400, +250:
+    MAX_TIMESTAMP answers offset 1 (the +400 record), the batch's last offset would be 2."""
+    with Log.open(segment_dir, CONFIG) as log:
+        base = 10_000_000
+        stamps = (base + 100, base + 400, base + 250)
+        log.append_batch(bytearray(build_batch([Record(value=b"m", timestamp=t) for t in stamps])))
+        assert log.offset_for_timestamp(-3) == (base + 400, 1)
+        assert log.offset_for_timestamp(base + 300) == (base + 400, 1)
+        assert log.offset_for_timestamp(base + 150) == (base + 400, 1)
+        assert log.offset_for_timestamp(base + 50) == (base + 100, 0)
