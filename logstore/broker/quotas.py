@@ -86,6 +86,8 @@ QUOTA_KEYS = {
 }
 IP_QUOTA_KEYS = {"connection_creation_rate": "int"}
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
+# Quota key -> the quota type of the throttle-time metric (Kafka's Produce/Fetch/Request sensors).
+_METRIC_TYPES = {PRODUCE: "produce", FETCH: "fetch", REQUEST: "request"}
 ENFORCED = (PRODUCE, FETCH, REQUEST)
 
 # The first version of each API whose clients throttle themselves (KIP-219: "on quota violation,
@@ -280,6 +282,8 @@ class ClientQuotas:
         self._rates: dict[tuple[str, str, str], Rate] = {}
         self.active = False
         self.on_ip_quotas: Callable[[dict[str, float]], None] | None = None
+        # (quota type, ms) for each throttle decided (the broker's metrics: throttle time per type).
+        self.on_throttle: Callable[[str, float], None] | None = None
         self.reload()
 
     def reload(self) -> None:
@@ -386,16 +390,16 @@ class ClientQuotas:
         throttle = 0
         if timed is not None:
             percent = timed.ns * 100 / 1e9  # % of one thread, x seconds: a rate per second is a percentage
-            throttle = self.record(quotas, REQUEST, percent, now_ms)
+            throttle = self._recorded(quotas, REQUEST, percent, now_ms)
         if key == 0:
-            throttle = max(throttle, self.record(quotas, PRODUCE, request_bytes, now_ms))
+            throttle = max(throttle, self._recorded(quotas, PRODUCE, request_bytes, now_ms))
         is_consumer_fetch = key == 1 and _replica_id(request) < 0
         if response is None:
             chunks = None
         elif is_consumer_fetch:
             chunks = encode_response(codec_, header.correlation_id, response)
             size = sum(len(chunk) for chunk in chunks)
-            throttle = max(throttle, self.record(quotas, FETCH, size, now_ms))
+            throttle = max(throttle, self._recorded(quotas, FETCH, size, now_ms))
             if throttle and header.api_version >= 1:  # throttle_time_ms is the body's first field
                 _patch_first(chunks, codec_.flexible, throttle)
         else:
@@ -407,6 +411,13 @@ class ClientQuotas:
         if throttle:
             connection.throttle(throttle, header.api_version >= KIP219_VERSIONS.get(key, 0))
         return chunks
+
+    def _recorded(self, quotas: Mapping[str, Resolved], quota: str, value: float, now_ms: float) -> int:
+        """:meth:`record`, and the throttle it decides reported to :attr:`on_throttle`."""
+        throttle = self.record(quotas, quota, value, now_ms)
+        if throttle and self.on_throttle is not None:
+            self.on_throttle(_METRIC_TYPES[quota], throttle)
+        return throttle
 
     # -- AlterClientQuotas / DescribeClientQuotas ------------------------------------------------
 

@@ -460,6 +460,7 @@ class Broker:
         )
         self.connection_limits = ConnectionLimits(self)
         self.quotas.on_ip_quotas = self.connection_limits.set_ip_quotas
+        self.quotas.on_throttle = self.metrics.throttled
         self.connection_limits.set_ip_quotas(self.quotas.ip_quotas())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.connections: set[Connection] = set()

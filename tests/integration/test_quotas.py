@@ -196,9 +196,11 @@ def _stats_throttle(stats: list[dict[str, Any]]) -> int:
 
 
 def test_producer_byte_rate_throttles_confluent_kafka(broker_factory: Any) -> None:
+    from brokerkit import free_port
     from confluent_kafka import Producer
 
-    broker = broker_factory(SHORT_WINDOWS)
+    metrics_port = free_port()
+    broker = broker_factory({**SHORT_WINDOWS, "metrics.listener": f"http://127.0.0.1:{metrics_port}"})
     b = broker.bootstrap
     create_topic(b, "q-produce", 1)
     quota = 100_000
@@ -241,6 +243,16 @@ def test_producer_byte_rate_throttles_confluent_kafka(broker_factory: Any) -> No
     assert 0.5 * quota <= rate <= 1.5 * quota, (rate, quota)
     assert throttled and max(throttled) > 0
     assert _stats_throttle(stats) > 0
+    # the broker's metrics count the throttle time it decided, by quota type
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as page:
+        families = {f.name: f for f in text_string_to_metric_families(page.read().decode())}
+    by_type = {s.labels["quota_type"]: s.value for s in families["logstore_throttle_time_ms"].samples
+               if s.name.endswith("_total")}  # fmt: skip
+    assert by_type.get("produce", 0) >= max(throttled), by_type
     # an unthrottled client id is not held back
     fast = Producer({"bootstrap.servers": b, "client.id": "free", "linger.ms": 5})
     t0 = time.monotonic()
