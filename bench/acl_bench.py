@@ -175,7 +175,7 @@ def bench_checks(args: argparse.Namespace) -> dict[str, float]:
     assert not any(errors), errors[:3]
     print(f"loaded {len(auth.acls())} ACLs in {time.perf_counter() - started:.2f} s", file=sys.stderr)
     questions = make_questions(rng)
-    figures: dict[str, list[float]] = {"warm cache": [], "cold (index only)": []}
+    figures: dict[str, list[float]] = {"warm cache": [], "cold (index only)": [], "the rules alone": []}
     for run in range(1, args.runs + 1):
         for label, cold in (("warm cache", False), ("cold (index only)", True)):
             us = time_checks(
@@ -183,7 +183,26 @@ def bench_checks(args: argparse.Namespace) -> dict[str, float]:
             )
             figures[label].append(us)
             print(f"run {run}: {label}: {us:.3f} µs/check", file=sys.stderr)
+        us = time_decisions(auth, questions, args.checks)
+        figures["the rules alone"].append(us)
+        print(f"run {run}: the rules alone: {us:.3f} µs/check", file=sys.stderr)
     return {label: statistics.median(values) for label, values in figures.items()}
+
+
+def time_decisions(auth: Authorizer, questions: list[tuple[Any, ...]], checks: int) -> float:
+    """µs per uncached decision (``Authorizer._decide``: the index lookups and Kafka's rules, no
+    cache at all, no request context): what a question never asked before costs, without the
+    cold loop's cache churn (a cleared dict re-grown on every check)."""
+    asks = [
+        (str(principal), host, int(operations._OPERATION[(_API_FOR[(op, rtype)], rtype, "")]), int(rtype), name)
+        for principal, host, op, rtype, name in questions
+    ]
+    decide = auth._decide
+    n = len(asks)
+    start = time.perf_counter()
+    for i in range(checks):
+        decide(*asks[i % n])
+    return (time.perf_counter() - start) / checks * 1e6
 
 
 def acl_file(data_dir: str, acls: list[AclBinding], topic: str) -> None:
@@ -258,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, us in checks.items():
         print(f"| {label} | {us:.3f} |")
     print(f"bar: <= 2 µs per check: warm {'met' if checks['warm cache'] <= 2 else 'NOT met'}, "
-          f"cold {'met' if checks['cold (index only)'] <= 2 else 'NOT met'}")  # fmt: skip
+          f"cold {'met' if checks['cold (index only)'] <= 2 else 'NOT met'}, "
+          f"the rules alone {'met' if checks['the rules alone'] <= 2 else 'NOT met'}")  # fmt: skip
     if not args.skip_produce:
         rates, ratio = bench_produce(args)
         print(f"\n| produce, 100-byte values, acks=1 | records/s (median of {args.runs}) |\n|---|---:|")
