@@ -204,10 +204,18 @@ class BrokerProcess:
     """``logstore broker`` on 127.0.0.1 with its data dir under ``workdir`` (started again, on
     the same port and data, if it dies between two tests)."""
 
-    def __init__(self, workdir: str, overrides: Sequence[str], name: str = "broker") -> None:
+    def __init__(
+        self, workdir: str, overrides: Sequence[str], name: str = "broker", sasl: str | None = None,
+        clustered: bool = False,
+    ) -> None:  # fmt: skip
+        """``sasl``: the client listener is SASL_PLAINTEXT with that mechanism; ``clustered``:
+        also a PLAINTEXT listener INTERNAL for the other brokers (:attr:`internal`)."""
         self.workdir = workdir
-        self.overrides = list(overrides)
+        self.overrides = list(overrides) + (sasl_overrides(sasl, clustered) if sasl else [])
         self.name = name
+        self.sasl = sasl
+        self.clustered = clustered
+        self.internal = free_port() if sasl and clustered else None
         self.port = free_port()
         self.proc: subprocess.Popen[str] | None = None
         self.restarts = 0
@@ -216,12 +224,23 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def listeners(self) -> str:
+        client = f"{'SASL_PLAINTEXT' if self.sasl else 'PLAINTEXT'}://127.0.0.1:{self.port}"
+        return client if self.internal is None else f"INTERNAL://127.0.0.1:{self.internal},{client}"
+
     def start(self) -> None:
         args = [
             sys.executable, "-m", "logstore", "broker",
             "--data-dir", os.path.join(self.workdir, "data" if self.name == "broker" else f"data-{self.name}"),
-            "--listeners", f"PLAINTEXT://127.0.0.1:{self.port}",
+            "--listeners", self.listeners,
         ]  # fmt: skip
+        if self.sasl and self.sasl.startswith("SCRAM") and not self.clustered:  # the test user, first
+            subprocess.run(
+                [sys.executable, "-m", "logstore", "users", "add", "--data-dir", args[5], "--user", SASL_USER,
+                 "--password", SASL_PASSWORD, "--mechanism", self.sasl],
+                check=True, capture_output=True, timeout=120,
+            )  # fmt: skip
         for override in self.overrides:
             args += ["--override", override]
         log = open(os.path.join(self.workdir, f"{self.name}.log"), "a")  # noqa: SIM115 - the child writes it
@@ -262,9 +281,11 @@ class BrokerProcess:
 
 
 @contextmanager
-def logstore_broker(workdir: str, overrides: Sequence[str]) -> Iterator[BrokerProcess]:
+def logstore_broker(
+    workdir: str, overrides: Sequence[str], sasl: str | None = None
+) -> Iterator[BrokerProcess]:
     """A started :class:`BrokerProcess`, stopped (SIGTERM) at the end."""
-    broker = BrokerProcess(workdir, overrides)
+    broker = BrokerProcess(workdir, overrides, sasl=sasl)
     broker.start()
     try:
         yield broker
@@ -277,7 +298,7 @@ class ClusterProcesses:
     :class:`BrokerProcess`'s ``bootstrap`` (every broker) and ``ensure_alive``: librdkafka's CI
     runs its "default" scenario against a 3-broker cluster."""
 
-    def __init__(self, workdir: str, overrides: Sequence[str], count: int) -> None:
+    def __init__(self, workdir: str, overrides: Sequence[str], count: int, sasl: str | None = None) -> None:
         from logstore.cluster.zookeeper import ZooKeeperServer
 
         self.zookeeper = ZooKeeperServer(os.path.join(workdir, "zookeeper"))
@@ -285,7 +306,10 @@ class ClusterProcesses:
         self.brokers = []
         for i in range(1, count + 1):
             mine = [f"zookeeper.connect={connect}", f"broker.id={i}", f"broker.rack=rack{i}"]
-            self.brokers.append(BrokerProcess(workdir, [*overrides, *mine], name=f"broker-{i}"))
+            self.brokers.append(
+                BrokerProcess(workdir, [*overrides, *mine], name=f"broker-{i}", sasl=sasl, clustered=True)
+            )
+        self.sasl = sasl
 
     @property
     def bootstrap(self) -> str:
@@ -295,6 +319,13 @@ class ClusterProcesses:
         self.zookeeper.start()
         for broker in self.brokers:
             broker.start()
+        if self.sasl and self.sasl.startswith("SCRAM"):  # in ZooKeeper: made over the wire, once
+            subprocess.run(
+                [sys.executable, "-m", "logstore", "users", "add", "--bootstrap-server",
+                 f"127.0.0.1:{self.brokers[0].internal}", "--user", SASL_USER, "--password", SASL_PASSWORD,
+                 "--mechanism", self.sasl],
+                check=True, capture_output=True, timeout=120,
+            )  # fmt: skip
 
     def ensure_alive(self) -> bool:
         restarted = False
@@ -310,14 +341,15 @@ class ClusterProcesses:
 
 @contextmanager
 def logstore_target(
-    workdir: str, overrides: Sequence[str], brokers: int
+    workdir: str, overrides: Sequence[str], brokers: int, sasl: str | None = None
 ) -> Iterator[BrokerProcess | ClusterProcesses]:
-    """One broker (``brokers`` 1), or a ZooKeeper cluster of ``brokers``, stopped at the end."""
+    """One broker (``brokers`` 1), or a ZooKeeper cluster of ``brokers``, stopped at the end.
+    ``sasl``: the one broker's listener is SASL_PLAINTEXT with that mechanism."""
     if brokers <= 1:
-        with logstore_broker(workdir, overrides) as broker:
+        with logstore_broker(workdir, overrides, sasl) as broker:
             yield broker
         return
-    cluster = ClusterProcesses(workdir, overrides, brokers)
+    cluster = ClusterProcesses(workdir, overrides, brokers, sasl)
     try:
         cluster.start()
         yield cluster
@@ -359,12 +391,39 @@ def java_kafka_path(workdir: str) -> str | None:
     return root
 
 
-def write_test_conf(path: str, bootstrap: str, timeout_multiplier: float) -> None:
+# --sasl: the test user (a SCRAM credential made with `logstore users add --data-dir`, or PLAIN's
+# JAAS entry) and the broker's one listener, SASL_PLAINTEXT.
+SASL_USER, SASL_PASSWORD = "testuser", "testpass"
+
+
+def sasl_overrides(mechanism: str, clustered: bool = False) -> list[str]:
+    """Broker overrides for a SASL_PLAINTEXT listener serving ``mechanism`` (and, ``clustered``,
+    a PLAINTEXT listener INTERNAL between brokers)."""
+    overrides = [
+        "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT"
+        + (",INTERNAL:PLAINTEXT" if clustered else ""),
+        f"sasl.enabled.mechanisms={mechanism}",
+    ]
+    if clustered:
+        overrides.append("inter.broker.listener.name=INTERNAL")
+    if mechanism == "PLAIN":
+        overrides.append(
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'user_{SASL_USER}="{SASL_PASSWORD}";'
+        )
+    return overrides
+
+
+def write_test_conf(path: str, bootstrap: str, timeout_multiplier: float, sasl: str | None = None) -> None:
     """The ``test.conf`` librdkafka's runner reads (RDKAFKA_TEST_CONF points at it)."""
     with open(path, "w", encoding="utf-8") as f:
         f.write(f"bootstrap.servers={bootstrap}\n")
         f.write(f"test.timeout.multiplier={timeout_multiplier}\n")
         f.write("test.topic.random=true\n")
+        if sasl:
+            f.write(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism={sasl}\n")
+            f.write(f"sasl.username={SASL_USER}\nsasl.password={SASL_PASSWORD}\n")
 
 
 # -- running and reading one test ---------------------------------------------------------------
@@ -593,9 +652,9 @@ def _run_scenario(
     print(f"scenario {scenario}: {len(numbers)} test numbers, broker overrides {' '.join(overrides)}",
           file=sys.stderr, flush=True)  # fmt: skip
     results: list[Result] = []
-    with logstore_target(workdir, overrides, args.brokers) as broker:
+    with logstore_target(workdir, overrides, args.brokers, args.sasl) as broker:
         conf = os.path.join(workdir, "test.conf")
-        write_test_conf(conf, broker.bootstrap, args.timeout_multiplier)
+        write_test_conf(conf, broker.bootstrap, args.timeout_multiplier, args.sasl)
         env_extra = {"TEST_KAFKA_VERSION": args.kafka_version}
         if args.subtests:
             env_extra["SUBTESTS"] = args.subtests
@@ -679,6 +738,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--last", type=int, default=DEFAULT_RANGE[1], help="last test number (default 150)")
     parser.add_argument("--jobs", type=int, default=1, help="test numbers run at once (default 1)")
     parser.add_argument("--build-jobs", type=int, default=2, help="make -j for the build (default 2)")
+    parser.add_argument("--sasl", choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), default=None,
+                        help="run against SASL_PLAINTEXT listeners with this mechanism (the test user "
+                        "is written to test.conf; in a cluster the brokers talk on a PLAINTEXT listener)")  # fmt: skip
     parser.add_argument("--brokers", type=int, default=1,
                         help="brokers to run the tests against: 1 (default) or a ZooKeeper cluster of N")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per test number")
