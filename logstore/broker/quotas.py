@@ -63,7 +63,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from logstore.protocol import API_VERSIONS_KEY, DeferredBody, RawBody, encode_response
+from logstore.protocol import API_VERSIONS_KEY, DeferredBody, FileRegion, RawBody, build, encode_response
 from logstore.protocol.primitives import SIZE
 from logstore.storage.checkpoints import write_atomically
 
@@ -360,6 +360,12 @@ class ClientQuotas:
         cap = self.samples * self.window_ms
         return resolved.rate.throttle_ms(resolved.bound, now_ms, cap)
 
+    def unrecord(self, quotas: Mapping[str, Resolved], key: str, value: float, now_ms: float) -> None:
+        """Take ``value`` back off ``key``'s rate (a throttled fetch sends nothing: Kafka's unrecord)."""
+        resolved = quotas.get(key)
+        if resolved is not None:
+            resolved.rate.record(-value, now_ms)
+
     def expire(self, now_ms: float) -> None:
         """Drop rates unused for SENSOR_EXPIRY_MS (Kafka expires idle quota sensors after an hour)."""
         stale = [k for k, rate in self._rates.items() if now_ms - rate.last_ms > self.SENSOR_EXPIRY_MS]
@@ -400,8 +406,16 @@ class ClientQuotas:
             chunks = encode_response(codec_, header.correlation_id, response)
             size = sum(len(chunk) for chunk in chunks)
             throttle = max(throttle, self._recorded(quotas, FETCH, size, now_ms))
-            if throttle and header.api_version >= 1:  # throttle_time_ms is the body's first field
-                _patch_first(chunks, codec_.flexible, throttle)
+            if throttle and header.api_version >= 1:
+                # Kafka's KafkaApis: a throttled fetch is answered empty, its bytes taken back off
+                # the rate (``unrecordQuotaSensor``); the consumer asks for the same offsets again
+                # once the throttle time has passed.
+                self.unrecord(quotas, FETCH, size, now_ms)
+                for chunk in chunks:
+                    if isinstance(chunk, FileRegion):
+                        chunk.close()
+                empty = _throttled_fetch(codec_, request, throttle)
+                chunks = encode_response(codec_, header.correlation_id, empty)
         else:
             if throttle:
                 response = with_throttle(response, throttle, key, header.api_version, codec_.flexible)
@@ -584,12 +598,20 @@ def with_throttle(response: Any, throttle_ms: int, api_key: int, version: int, f
     return response
 
 
-def _patch_first(chunks: list[Any], flexible: bool, throttle_ms: int) -> None:
-    """Write ``throttle_ms`` as the body's first int32 in an encoded frame (size, header, body)."""
-    first = chunks[0]
-    at = 4 + 4 + (1 if flexible else 0)  # frame size, correlation id, the header's empty tag section
-    if isinstance(first, bytearray) and len(first) >= at + 4:
-        SIZE.pack_into(first, at, throttle_ms)
+def _throttled_fetch(codec_: Codec, request: Any, throttle_ms: int) -> Any:
+    """Kafka's ``getThrottledResponse``: no partitions, ``throttle_time_ms`` set; an incremental
+    fetch keeps its session id, a full one gets none (INVALID_SESSION_ID, 0)."""
+    from kio.schema.errors import ErrorCode
+
+    module = codec_.response_module
+    incremental = int(getattr(request, "session_id", 0) or 0) > 0 and int(getattr(request, "session_epoch", -1)) > 0
+    return build(
+        module.FetchResponse,
+        throttle_time=datetime.timedelta(milliseconds=throttle_ms),
+        error_code=ErrorCode.none,
+        session_id=int(request.session_id) if incremental else 0,
+        responses=(),
+    )
 
 
 def _replica_id(request: Any) -> int:

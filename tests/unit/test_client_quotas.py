@@ -136,3 +136,22 @@ def test_throttle_is_written_into_responses() -> None:
     commit = RawBody(b"\x00\x00\x00\x00\x00")
     assert with_throttle(commit, 9, 8, 8, True) == b"\x00\x00\x00\x09\x00"
     assert with_throttle(commit, 9, 8, 2, False) == commit  # no throttle_time_ms before v3
+
+
+@pytest.mark.parametrize("version", [4, 7, 11, 12])
+def test_a_throttled_fetch_is_answered_empty(version: int) -> None:
+    """Kafka's getThrottledResponse: no partitions, the throttle time, the session id kept only
+    for an incremental fetch; it encodes at every served version."""
+    from types import SimpleNamespace
+
+    from logstore.broker.quotas import _throttled_fetch
+    from logstore.protocol import codec, encode_response
+
+    c = codec(1, version)
+    for session_id, epoch, kept in ((9, 3, 9), (0, -1, 0), (9, 0, 0)):
+        response = _throttled_fetch(c, SimpleNamespace(session_id=session_id, session_epoch=epoch), 250)
+        assert response.responses == ()
+        assert response.throttle_time.total_seconds() * 1000 == 250
+        if version >= 7:
+            assert response.session_id == kept
+        assert b"".join(bytes(chunk) for chunk in encode_response(c, 7, response))
