@@ -58,7 +58,7 @@ from logstore.broker.config import (
     BrokerConfig,
 )
 from logstore.errors import InvalidConfigError
-from logstore.storage.checkpoints import write_atomically
+from logstore.storage.checkpoints import read_json, write_atomically
 from logstore.storage.config import CONFIG_KEYS, LogConfig, render_value
 
 _log = logging.getLogger("logstore.broker")
@@ -188,13 +188,9 @@ class FileConfigStore:
         self._lock = threading.Lock()
 
     def load(self) -> dict[str, dict[str, str]]:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                data = json.load(f)
-        except FileNotFoundError:
+        data = read_json(self.path, "dynamic broker configs")
+        if data is None:
             return {}
-        except (OSError, ValueError) as e:
-            raise InvalidConfigError(f"cannot read {self.path}: {e}") from None
         entities = data.get("entities") if isinstance(data, dict) else None
         if not isinstance(entities, dict):
             raise InvalidConfigError(f'{self.path}: no "entities" object')

@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from logstore.protocol import API_VERSIONS_KEY, DeferredBody, FileRegion, RawBody, build, encode_response
 from logstore.protocol.primitives import SIZE
-from logstore.storage.checkpoints import write_atomically
+from logstore.storage.checkpoints import read_json, write_atomically
 
 if TYPE_CHECKING:
     from logstore.broker.apis import Api
@@ -221,15 +221,9 @@ class FileQuotaStore:
         self._lock = threading.Lock()
 
     def load(self) -> dict[Entity, dict[str, float]]:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                data = json.load(f)
-        except FileNotFoundError:
+        data = read_json(self.path, "client quotas")
+        if data is None:
             return {}
-        except (OSError, ValueError) as e:
-            from logstore.errors import InvalidConfigError
-
-            raise InvalidConfigError(f"cannot read {self.path}: {e}; fix or remove it") from None
         out: dict[Entity, dict[str, float]] = {}
         for item in data.get("entities", ()):
             entity = tuple(sorted((str(k), str(v)) for k, v in item["entity"].items()))

@@ -26,6 +26,7 @@ from typing import Any
 
 from logstore.errors import InvalidConfigError
 from logstore.security.scram import MECHANISMS, ScramCredential
+from logstore.storage.checkpoints import read_json
 
 _log = logging.getLogger("logstore.security")
 
@@ -92,16 +93,11 @@ class FileCredentialStore(CredentialStore):
 
     @staticmethod
     def load(path: str) -> dict[str, dict[str, ScramCredential]]:
-        try:
-            with open(path, encoding="utf-8") as f:
-                value = json.load(f)
-        except FileNotFoundError:
+        value = read_json(
+            path, "SCRAM credentials", "fix or remove the file and add the users again with `logstore users add`"
+        )
+        if value is None:
             return {}
-        except (OSError, ValueError) as e:
-            raise InvalidConfigError(
-                f"{path}: cannot read the SCRAM credentials ({e}); fix or remove the file and add the "
-                "users again with `logstore users add`"
-            ) from None
         users = value.get("users") if isinstance(value, dict) else None
         if not isinstance(users, dict):
             raise InvalidConfigError(f'{path}: expected {{"version": 1, "users": {{...}}}}')

@@ -15,11 +15,13 @@ the line; a leftover ``.tmp`` is ignored and overwritten.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from logstore import _crashpoints as crashpoints
-from logstore.errors import LogstoreError
+from logstore.errors import InvalidConfigError, LogstoreError
 
 VERSION = 0
 
@@ -35,6 +37,20 @@ def fsync_directory(directory: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_json(path: str, what: str, hint: str = "fix or remove it") -> Any:
+    """The JSON document a state file of the data dir holds (dynamic configs, quotas,
+    credentials); None when the file does not exist. One that cannot be read or parsed raises
+    InvalidConfigError naming the file, ``what`` it holds and ``hint`` (what to do): the broker
+    must not start on half its state."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise InvalidConfigError(f"{path}: cannot read the {what} ({e}); {hint}") from None
 
 
 def write_atomically(path: str, data: bytes) -> None:
