@@ -78,7 +78,7 @@ _BUCKET_LABELS = [repr(bound) for bound in LATENCY_BUCKETS] + ["+Inf"]
 class RequestStats:
     """One API's counts: requests per version, time per bucket, errors per code (plain ints)."""
 
-    __slots__ = ("buckets", "by_version", "errors", "name", "seconds", "top_level_error")
+    __slots__ = ("buckets", "by_version", "errors", "name", "seconds")
 
     def __init__(self, name: str, max_version: int) -> None:
         self.name = name
@@ -87,7 +87,6 @@ class RequestStats:
         self.seconds = 0.0
         self.errors: dict[int, int] = {}
         # Whether the API's response has a top-level error_code (learnt from its first response).
-        self.top_level_error: bool | None = None
 
 
 class TopicTraffic:
@@ -159,12 +158,11 @@ class BrokerMetrics:
         stats.seconds += seconds
         if response is None:
             return
-        if stats.top_level_error is None:
-            stats.top_level_error = hasattr(response, "error_code")
-        if stats.top_level_error:
-            code = response.error_code
-            if code:
-                stats.errors[code] = stats.errors.get(code, 0) + 1
+        # Per response, not per API: an API's versions differ (FindCoordinator v4+ answers a list
+        # of coordinators, each with its own error, and no top-level error_code).
+        code = getattr(response, "error_code", 0)
+        if code:
+            stats.errors[code] = stats.errors.get(code, 0) + 1
 
     def error(self, api_key: int, code: int) -> None:
         """A partition-level error of an API (Produce, Fetch count theirs; others: the top level)."""

@@ -55,6 +55,20 @@ def test_requests_histogram_and_errors() -> None:
     assert len([k for k in found if k[0] == bucket and ("api", "Produce") in k[1]]) == len(LATENCY_BUCKETS) + 1
 
 
+def test_versions_of_one_api_answer_in_different_shapes() -> None:
+    """FindCoordinator v3 has a top-level error_code, v4+ a list of coordinators and none: the
+    first answer seen must not decide for the others (a v4 answer once closed the connection)."""
+    metrics = BrokerMetrics()
+    find = registry()[10]
+    metrics.observe(find, 3, 0.001, Response(15))  # COORDINATOR_NOT_AVAILABLE
+    metrics.observe(find, 4, 0.001, object())  # no error_code at all
+    metrics.observe(find, 3, 0.001, Response(15))
+    found = samples(metrics)
+    errors = ("logstore_request_errors_total", frozenset({("api", "FindCoordinator"), ("error", "COORDINATOR_NOT_AVAILABLE")}))
+    assert found[errors] == 2
+    assert found[("logstore_request_duration_seconds_count", frozenset({("api", "FindCoordinator")}))] == 3
+
+
 def test_an_error_before_any_request_of_its_api_is_kept() -> None:
     metrics = BrokerMetrics()
     metrics.error(1, 1)  # Fetch OFFSET_OUT_OF_RANGE before the first Fetch is observed
