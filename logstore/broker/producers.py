@@ -156,6 +156,7 @@ class PartitionProducers:
     def rebuild(cls, log: Log, expiration_ms: int = 86_400_000) -> PartitionProducers:
         """The state from the batch headers of every segment of ``log``."""
         state = cls(expiration_ms)
+        last_marker: dict[int, int] = {}  # producer id -> offset of its last marker
         for segment in list(log.segments.values()):
             if segment.closed or segment.size == 0:
                 continue
@@ -171,9 +172,17 @@ class PartitionProducers:
             )
             for pid, epoch, first, delta, base, control in rows:
                 if control != CONTROL_NONE:
-                    state.record_marker(pid, epoch, _marker_coordinator_epoch(log, base))
+                    state.record_marker(pid, epoch)
+                    last_marker[pid] = base
                 else:
                     state.record(pid, epoch, first, last_sequence(first, delta), base, base + delta)
+        # A producer's markers carry non-decreasing coordinator epochs (check_marker fences lower
+        # ones), so its last marker holds the one to keep: one small read per producer, not per
+        # marker.
+        for pid, offset in last_marker.items():
+            entry = state.entries.get(pid)
+            if entry is not None:
+                entry.coordinator_epoch = max(entry.coordinator_epoch, _marker_coordinator_epoch(log, offset))
         return state
 
 

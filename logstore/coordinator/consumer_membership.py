@@ -46,7 +46,7 @@ from typing import Protocol
 from kio.schema.errors import ErrorCode
 
 from logstore.coordinator.assignors import AssignorError, MemberSpec, make_assignors
-from logstore.coordinator.clock import Clock, TimerHandle
+from logstore.coordinator.clock import Clock, Repeating, TimerHandle
 from logstore.coordinator.config import CoordinatorConfig
 from logstore.coordinator.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -288,7 +288,7 @@ class ConsumerGroupManager:
         self.default_assignor = next(iter(self._assignors))
         self._sessions: dict[tuple[str, str], TimerHandle] = {}
         self._rebalances: dict[tuple[str, str], TimerHandle] = {}
-        self._expiry_timer: TimerHandle | None = None
+        self._expiry = Repeating(clock, config.offsets_retention_check_interval_ms, self._expire_and_log)
         self._patterns: dict[str, re.Pattern[str]] = {}
 
     # -- the registry -------------------------------------------------------------------
@@ -1082,26 +1082,16 @@ class ConsumerGroupManager:
 
     def start(self) -> None:
         """Expire offsets every ``offsets.retention.check.interval.ms`` from now on. O(1)."""
-        if self._expiry_timer is None:
-            self._schedule_expiry()
+        self._expiry.start()
 
-    def _schedule_expiry(self) -> None:
-        def run() -> None:
-            self._expiry_timer = None
-            try:
-                removed = self.expire_offsets()
-                if removed:
-                    log.info("expired %d offsets of consumer groups", removed)
-            finally:
-                self._schedule_expiry()
-
-        self._expiry_timer = self.clock.call_later(self.config.offsets_retention_check_interval_ms, run)
+    def _expire_and_log(self) -> None:
+        removed = self.expire_offsets()
+        if removed:
+            log.info("expired %d offsets of consumer groups", removed)
 
     def close(self) -> None:
         """Stop every timer and forget every group. O(groups + members)."""
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-            self._expiry_timer = None
+        self._expiry.stop()
         for timers in (self._sessions, self._rebalances):
             for handle in timers.values():
                 handle.cancel()

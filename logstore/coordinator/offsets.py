@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.clock import Clock, TimerHandle
+from logstore.coordinator.clock import Clock, Repeating
 from logstore.coordinator.config import CoordinatorConfig
 from logstore.coordinator.group import GroupMetadata, GroupState, TopicPartition, java_string_length
 from logstore.coordinator.membership import MembershipManager
@@ -161,32 +161,22 @@ class OffsetsManager:
         self.clock = clock
         self._groups = groups
         self._membership = membership
-        self._expiry_timer: TimerHandle | None = None
+        self._expiry = Repeating(clock, config.offsets_retention_check_interval_ms, self._expire_and_log)
 
     # -- expiry timer ------------------------------------------------------
 
     def start(self) -> None:
         """Expire offsets every ``offsets.retention.check.interval.ms`` from now on. O(1)."""
-        if self._expiry_timer is None:
-            self._schedule_expiry()
+        self._expiry.start()
 
     def close(self) -> None:
         """Stop expiring offsets. O(1)."""
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-            self._expiry_timer = None
+        self._expiry.stop()
 
-    def _schedule_expiry(self) -> None:
-        def run() -> None:
-            self._expiry_timer = None
-            try:
-                removed = self.expire_offsets()
-                if removed:
-                    log.info("expired %d offsets", removed)
-            finally:
-                self._schedule_expiry()
-
-        self._expiry_timer = self.clock.call_later(self.config.offsets_retention_check_interval_ms, run)
+    def _expire_and_log(self) -> None:
+        removed = self.expire_offsets()
+        if removed:
+            log.info("expired %d offsets", removed)
 
     # -- OffsetCommit ------------------------------------------------------
 

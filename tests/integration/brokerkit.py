@@ -165,3 +165,25 @@ def read_values(
     finally:
         consumer.close()
     return [value for _, _, value in sorted(values)]
+
+
+def produce_numbered(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0, **kw: Any) -> None:
+    """``count`` records round-robin over the partitions with confluent-kafka; values are
+    b"<n>" from ``start``; ``kw`` goes to each ``produce`` (headers, key...)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+    for n in range(start, start + count):
+        producer.produce(topic, value=b"%d" % n, partition=n % partitions, **kw)
+    assert producer.flush(30) == 0
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, step: Callable[[], object], what: str) -> float:
+    """Run ``step`` until ``predicate`` holds (AssertionError naming ``what`` after ``timeout``
+    seconds); returns the seconds it took."""
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        step()
+    return time.monotonic() - start

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from brokerkit import BrokerProcess, create_topic
+from brokerkit import produce_numbered as produce
 from confluent_kafka import Consumer as ConfluentConsumer
 from confluent_kafka import Producer as ConfluentProducer
 
@@ -37,12 +38,6 @@ SESSION = {"session.timeout.ms": 3000, "heartbeat.interval.ms": 300}
 DEADLINE_S = 30
 
 
-def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0, **kw: Any) -> None:
-    """``count`` records round-robin over the partitions; values are b"<n>"."""
-    producer = ConfluentProducer({"bootstrap.servers": bootstrap, "linger.ms": 2})
-    for n in range(start, start + count):
-        producer.produce(topic, value=b"%d" % n, partition=n % partitions, **kw)
-    assert producer.flush(DEADLINE_S) == 0
 
 
 def wait_for(

@@ -16,18 +16,18 @@ import threading
 import time
 import typing
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from brokerkit import BrokerProcess, create_topic
+from brokerkit import BrokerProcess, create_topic, wait_for
+from brokerkit import produce_numbered as produce
 from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
     ConsumerGroupType,
     KafkaError,
     KafkaException,
-    Producer,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
@@ -53,21 +53,8 @@ def kip848_broker(broker_factory: Any) -> BrokerProcess:
     return broker_factory(KIP848)  # type: ignore[no-any-return]
 
 
-def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0) -> None:
-    """``count`` records round-robin over the partitions; values are b"<n>"."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
-    for n in range(start, start + count):
-        producer.produce(topic, value=b"%d" % n, partition=n % partitions)
-    assert producer.flush(DEADLINE_S) == 0
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, step: Callable[[], object], what: str) -> float:
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        step()
-    return time.monotonic() - start
 
 
 def commit(consumer: Any, topic: str, partition: int, offset: int) -> None:

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from brokerkit import BrokerProcess, create_topic
+from brokerkit import BrokerProcess, create_topic, wait_for
+from brokerkit import produce_numbered as produce
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from kafka import KafkaConsumer
@@ -42,22 +43,8 @@ SESSION = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 DEADLINE_S = 30
 
 
-def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0) -> None:
-    """``count`` records spread round-robin over the partitions; values are b"<n>"."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
-    for n in range(start, start + count):
-        producer.produce(topic, value=b"%d" % n, partition=n % partitions)
-    assert producer.flush(DEADLINE_S) == 0
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, step: Callable[[], object], what: str) -> float:
-    """Run ``step`` until ``predicate`` holds; returns the seconds it took."""
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        step()
-    return time.monotonic() - start
 
 
 class Member:
