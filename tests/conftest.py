@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "integration"))
 
-from brokerkit import BrokerProcess
+from brokerkit import BrokerProcess, stop_all
 
 
 @pytest.fixture
@@ -40,9 +40,7 @@ def broker_factory(tmp_path: pathlib.Path) -> Iterator[Any]:
         return broker
 
     yield make
-    for broker in started:
-        if broker.alive:
-            assert broker.stop() == 0, broker.log_text()[-3000:]
+    stop_all(started)
 
 
 @pytest.fixture

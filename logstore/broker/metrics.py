@@ -86,7 +86,6 @@ class RequestStats:
         self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # not cumulative; the last is +Inf
         self.seconds = 0.0
         self.errors: dict[int, int] = {}
-        # Whether the API's response has a top-level error_code (learnt from its first response).
 
 
 class TopicTraffic:

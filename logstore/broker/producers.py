@@ -85,6 +85,9 @@ class PartitionProducers:
     def __init__(self, expiration_ms: int = 86_400_000) -> None:
         self.entries: dict[int, ProducerEntry] = {}
         self.expiration_ms = expiration_ms
+        # Producer id -> the verification guard of a transaction's first batch being verified with
+        # its coordinator (broker/txn_verification.py); any marker for the producer drops it.
+        self.guards: dict[int, object] = {}
 
     def check(
         self, producer_id: int, epoch: int, first: int, last: int
@@ -144,7 +147,8 @@ class PartitionProducers:
         """A transaction marker was appended: a newer epoch (the coordinator fenced the producer)
         replaces the entry, whose next batch then starts at sequence 0 (Kafka's
         ``maybeUpdateProducerEpoch``); the same epoch keeps the sequences going. The marker's
-        coordinator epoch is kept (the highest seen)."""
+        coordinator epoch is kept (the highest seen). A verification in flight is void."""
+        self.guards.pop(producer_id, None)
         entry = self.entries.get(producer_id)
         if entry is None or epoch > entry.epoch:
             kept = -1 if entry is None else entry.coordinator_epoch

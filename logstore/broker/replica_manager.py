@@ -55,6 +55,7 @@ from logstore.broker.partition import Partition
 from logstore.broker.producers import last_sequence
 from logstore.broker.purgatory import Purgatory
 from logstore.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
+from logstore.broker.txn_verification import NOT_ADDED
 from logstore.errors import LogstoreError, UnknownTopicError
 from logstore.protocol.errors import error_for
 from logstore.records.batch import RecordBatch, columns_of
@@ -208,10 +209,31 @@ class ReplicaManager:
 
     # -- appends -------------------------------------------------------------
 
+    def needs_verification(self, topic: str, index: int, records: bytes | memoryview | None) -> tuple[int, int] | None:
+        """(producer id, epoch) when ``records`` is a transactional batch that would open its
+        producer's transaction on this partition (none open there at that epoch): KIP-890's
+        verification with the coordinator comes first (broker/txn_verification.py). None for
+        anything else, and for partitions not led here (the append reports those). O(1)."""
+        if not records:
+            return None
+        try:
+            batch = RecordBatch(memoryview(records))
+        except struct.error:  # shorter than a header: the append refuses it
+            return None
+        if not batch.is_transactional or batch.is_control or batch.producer_id < 0:
+            return None
+        partition = self.leader_partition(topic, index)
+        if not isinstance(partition, Partition) or _has_open_transaction(partition, batch.producer_id, batch.producer_epoch):
+            return None
+        return batch.producer_id, batch.producer_epoch
+
     async def append(
-        self, topic: str, index: int, records: bytes | memoryview | None, acks: int
+        self, topic: str, index: int, records: bytes | memoryview | None, acks: int, guard: object | None = None
     ) -> AppendResult:
-        """Validate and append one partition's batch (see the module doc); wakes its fetches."""
+        """Validate and append one partition's batch (see the module doc); wakes its fetches.
+
+        ``guard``: the batch opens a transaction its coordinator confirmed; the partition's
+        guard for the producer must still be this one (no marker since), else INVALID_TXN_STATE."""
         partition = self.leader_partition(topic, index)
         if partition == ErrorCode.not_leader_or_follower and self.replicated:
             partition = await self._await_leadership(topic, index)
@@ -254,6 +276,13 @@ class ReplicaManager:
                 if acks == -1 and self.replicated:
                     result.required_offset = duplicate.last_offset + 1
                 return result
+            if (
+                guard is not None
+                and state.guards.get(producer_id) is not guard
+                and not _has_open_transaction(partition, producer_id, batch.producer_epoch)
+            ):
+                # The transaction ended (a marker) while its coordinator was asked: this batch is late.
+                return AppendResult(ErrorCode.invalid_txn_state, log_start=log.log_start_offset, message=NOT_ADDED)
         # A large request's records are a writable view of its frame: offsets go in place.
         writable = isinstance(records, memoryview) and not records.readonly
         buffer: memoryview | bytearray = (
@@ -274,6 +303,8 @@ class ReplicaManager:
             return AppendResult(code, message=str(e))
         if state is not None:
             state.record(producer_id, batch.producer_epoch, *sequence, info.first_offset, info.last_offset)
+            if guard is not None and state.guards.get(producer_id) is guard:
+                del state.guards[producer_id]  # the transaction is open here now
         self.metrics.traffic.produced(topic, batch.size, batch.record_count)
         partition.check_offsets()
         if self.replicated:
@@ -667,6 +698,15 @@ class ReplicaManager:
 
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def _has_open_transaction(partition: Partition, producer_id: int, epoch: int) -> bool:
+    """Kafka's ``hasOngoingTransaction``: the producer has a transaction open on the partition,
+    at this epoch."""
+    if producer_id not in partition.log.transactions.open:
+        return False
+    entry = partition.producers.entries.get(producer_id)
+    return entry is not None and entry.epoch == epoch
 
 
 def _record_errors(error: ErrorCode, indexes: list[int], reason: str) -> AppendResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import gc
 import logging
 import signal
@@ -73,9 +74,15 @@ async def serve(config: BrokerConfig, data_dir: str | None, join: Join | None = 
     tune_gc()
     await stop.wait()
     _log.info("shutting down")
+    # A close that hangs (a lock, an executor job that never returns) shows where: every thread's
+    # stack goes to the log after SHUTDOWN_DUMP_S, and again each period while the process lives.
+    faulthandler.dump_traceback_later(SHUTDOWN_DUMP_S, repeat=True, file=sys.stderr)
     await broker.close()
     print("logstore broker stopped cleanly", flush=True)
 
+
+SHUTDOWN_DUMP_S = 20.0
+"""A shutdown still running after this long logs every thread's stack (and again each period)."""
 
 GC_THRESHOLDS = (50_000, 20, 20)
 """The cyclic collector's thresholds for a running broker (CPython's default: 700, 10, 10)."""

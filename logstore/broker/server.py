@@ -37,6 +37,7 @@ from logstore.broker.producers import ProducerIds
 from logstore.broker.quotas import ClientQuotas, FileQuotaStore
 from logstore.broker.replica_fetcher import FetcherSettings
 from logstore.broker.replica_manager import ReplicaManager
+from logstore.broker.txn_verification import TransactionVerifier
 from logstore.errors import InvalidConfigError
 from logstore.protocol import (
     API_VERSIONS_KEY,
@@ -367,6 +368,17 @@ class Connection(asyncio.BufferedProtocol):
         """Give back memory an idle connection does not need (recycled read buffers)."""
         self._reader.trim()
 
+    @property
+    def frame_limit(self) -> int:
+        """The largest request frame read from this client (larger: the connection closes)."""
+        return self._reader.size_max
+
+    @frame_limit.setter
+    def frame_limit(self, size: int) -> None:
+        """SASL caps frames until the client has authenticated (``sasl.server.max.receive.size``)."""
+        assert size > 0
+        self._reader.size_max = size
+
     def close(self, reason: str, abort: bool = False, quiet: bool = False) -> None:
         if not quiet:
             _log.warning("closing connection from %s: %s", self.peer, reason)
@@ -478,6 +490,7 @@ class Broker:
         # Transactions over __transaction_state (see transactions.py); built by start().
         self.transactions: TransactionCoordinator | None = None
         self.transaction_io: BrokerTransactionIO | None = None
+        self.txn_verifier = TransactionVerifier(self)  # KIP-890 part 1 (txn_verification.py)
 
     def _load_cluster_id(self) -> str:
         path = os.path.join(self.data_dir, "cluster.id")

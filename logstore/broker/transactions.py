@@ -181,14 +181,9 @@ class BrokerTransactionIO:
     ) -> dict[TopicPartition, ErrorCode]:  # fmt: skip
         if leader == self.broker.node_id:
             return await write_markers_here(self.broker, producer_id, epoch, coordinator_epoch, commit, tps)
-        endpoint = self.broker.metadata.broker(leader)
-        if endpoint is None:
+        channel = self.channel_to(leader)
+        if channel is None:
             return {tp: ErrorCode.not_leader_or_follower for tp in tps}
-        channel = self._channels.get(leader)
-        if channel is None or (channel.host, channel.port) != (endpoint.host, endpoint.port):
-            channel = self._channels[leader] = BrokerChannel(
-                leader, endpoint.host, endpoint.port, f"txn-marker-sender-{self.broker.node_id}"
-            )
         by_topic: dict[str, list[int]] = {}
         for topic, index in tps:
             by_topic.setdefault(topic, []).append(index)
@@ -214,6 +209,21 @@ class BrokerTransactionIO:
                 for partition in topic.partitions:
                     errors[(topic.name, partition.partition_index)] = ErrorCode(partition.error_code)
         return errors
+
+    def channel_to(self, broker_id: int) -> BrokerChannel | None:
+        """The inter-broker channel to ``broker_id`` (markers, transaction verification), made on
+        first use and again when the broker's address changes; None when it is not registered."""
+        endpoint = self.broker.metadata.broker(broker_id)
+        if endpoint is None:
+            return None
+        channel = self._channels.get(broker_id)
+        if channel is None or (channel.host, channel.port) != (endpoint.host, endpoint.port):
+            if channel is not None:
+                channel.close()
+            channel = self._channels[broker_id] = BrokerChannel(
+                broker_id, endpoint.host, endpoint.port, f"txn-sender-{self.broker.node_id}"
+            )
+        return channel
 
     def close(self) -> None:
         for channel in self._channels.values():

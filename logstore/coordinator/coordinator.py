@@ -404,12 +404,7 @@ class GroupCoordinator:
         if consumer_group is None:
             return self._offsets.commit_offsets(group_id, generation_id, member_id, offsets, group_instance_id)
         prepared = self._consumer.prepare_commit(consumer_group, member_id, generation_id, offsets, 9)
-        if not prepared.records:
-            return prepared.answers(ErrorCode.none)
-        error = self._groups.write(group_id, prepared.records)
-        if error == ErrorCode.none:
-            prepared.apply()
-        return prepared.answers(error)
+        return prepared.write_through(lambda records: self._groups.write(group_id, records))
 
     def prepare_commit(
         self,

@@ -16,7 +16,7 @@ it if the append fails.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -136,6 +136,16 @@ class PreparedCommit:
         answers.update(self.errors)
         return answers
 
+    def write_through(self, write: Callable[[list[Record]], ErrorCode]) -> dict[TopicPartition, ErrorCode]:
+        """Write the records with ``write`` (when there are any), apply the commit once written,
+        and answer each partition. O(partitions) plus the write."""
+        if not self.records:
+            return self.answers(ErrorCode.none)
+        error = write(self.records)
+        if error == ErrorCode.none:
+            self.apply()
+        return self.answers(error)
+
 
 # -- the manager -----------------------------------------------------------------
 
@@ -201,12 +211,7 @@ class OffsetsManager:
         before the offsets are visible to :meth:`fetch_offsets`.
         """
         prepared = self.prepare_commit(group_id, generation_id, member_id, offsets, group_instance_id)
-        if not prepared.records:
-            return prepared.answers(ErrorCode.none)
-        error = self._groups.write(group_id, prepared.records)
-        if error == ErrorCode.none:
-            prepared.apply()
-        return prepared.answers(error)
+        return prepared.write_through(lambda records: self._groups.write(group_id, records))
 
     def prepare_commit(
         self,

@@ -421,6 +421,33 @@ class TransactionCoordinator:
         target.state = TxnState.ONGOING
         return await self._persist(metadata, target)
 
+    def verify_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Are ``partitions`` in the producer's open transaction? (KIP-890 part 1: a partition
+        leader asks before it appends a transaction's first batch; Kafka's
+        ``handleVerifyPartitionsInTransaction``.) Per partition NONE, or TRANSACTION_ABORTABLE
+        when it was never added; one error for all when the producer is unknown here
+        (INVALID_PRODUCER_ID_MAPPING), fenced (PRODUCER_FENCED) or ending its transaction
+        (CONCURRENT_TRANSACTIONS). No write; a pending write is not waited for (Kafka's rule:
+        the partition's own check at append time covers it). O(partitions)."""
+        wanted = list(partitions)
+        error = ErrorCode.none if transactional_id else ErrorCode.invalid_request
+        if error == ErrorCode.none:
+            error = self.owner_error(transactional_id)
+        metadata = self.txns.get(transactional_id) if error == ErrorCode.none else None
+        if error == ErrorCode.none and (metadata is None or metadata.producer_id != producer_id):
+            error = ErrorCode.invalid_producer_id_mapping
+        elif metadata is not None and metadata.producer_epoch != epoch:
+            error = ErrorCode.producer_fenced
+        elif metadata is not None and metadata.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            error = ErrorCode.concurrent_transactions
+        if error != ErrorCode.none or metadata is None:
+            return dict.fromkeys(wanted, error)
+        return {
+            tp: ErrorCode.none if tp in metadata.partitions else ErrorCode.transaction_abortable for tp in wanted
+        }
+
     # -- EndTxn --------------------------------------------------------------------
 
     async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:

@@ -103,7 +103,7 @@ class BrokerSecurity:
         listener = self.sasl.get(connection.listener_name)
         if listener is not None:
             connection.sasl = SaslSession(listener)
-            connection._reader.size_max = min(connection._reader.size_max, listener.max_receive_size)
+            connection.frame_limit = min(connection.frame_limit, listener.max_receive_size)
 
 
 class _Pending(CredentialStore):

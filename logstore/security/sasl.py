@@ -212,7 +212,7 @@ class SaslSession:
                 )
             connection.principal = principal
             # Frames up to socket.request.max.bytes from now on (sasl.server.max.receive.size before).
-            connection._reader.size_max = connection.broker.config.socket_request_max_bytes
+            connection.frame_limit = connection.broker.config.socket_request_max_bytes
             self.authenticated = True
             self._reauthenticating = False
             self.server = None

@@ -57,6 +57,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int, factor: int, **con
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, factor, config=config)])[topic].result(30)
+    # As Kafka's TestUtils.createTopic: back once every partition has a leader in the metadata
+    # (CreateTopics answers when the controller has written the topic, before brokers know it).
+    wait_until(
+        lambda: (found := leaders(bootstrap, topic)) and len(found) == partitions and min(found.values()) >= 0,
+        f"a leader for every partition of {topic}",
+        timeout=30,
+    )
 
 
 def produce_acked(

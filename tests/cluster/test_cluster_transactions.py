@@ -1,6 +1,7 @@
 """Transactions in a three-broker cluster (a real ZooKeeper): markers reach every partition's
-leader (WriteTxnMarkers between brokers), ``__transaction_state`` is replicated, and a new
-coordinator takes over an open transaction after its coordinator is killed."""
+leader (WriteTxnMarkers between brokers), ``__transaction_state`` is replicated, a new
+coordinator takes over an open transaction after its coordinator is killed, and a partition
+leader verifies a transaction's first batch with a coordinator on another broker (KIP-890)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 import pytest
 from brokerkit import read_values, wait_until
-from clusterkit import BrokerProcess, create_topic, leaders, three_brokers
+from clusterkit import BrokerProcess, create_topic, leaders, metadata, three_brokers
+from kio.index import load_payload_module
+from kio.static.constants import EntityType
 
 from logstore.coordinator import partition_for
 from logstore.coordinator.transactions import TRANSACTION_STATE_TOPIC
@@ -64,3 +67,32 @@ def test_coordinator_killed_with_a_transaction_open(cluster: Callable[..., Broke
         successor.produce("tk", value=b"kept-%d" % i, partition=i % 3)
     successor.commit_transaction(60)
     assert sorted(read_values(rest, "tk", "read_committed", 30)) == sorted(b"kept-%d" % i for i in range(30))
+
+
+def test_late_batch_refused_by_a_leader_that_is_not_the_coordinator(cluster: Callable[..., BrokerProcess]) -> None:
+    """KIP-890 part 1 across brokers: the partition's leader asks the coordinator on another
+    broker (AddPartitionsToTxn v5, verify_only) before a transaction's first batch."""
+    from txnkit import INVALID_TXN_STATE, NONE, Txn, offsets
+    from wire import WireClient
+
+    brokers = three_brokers(cluster)
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    create_topic(bootstrap, "tv", 1, 3, **{"min.insync.replicas": "2"})
+    leader = leaders(bootstrap, "tv")[0]
+    with WireClient(brokers[leader].bootstrap) as on_leader:
+        # FindCoordinator creates __transaction_state; then an id whose coordinator is elsewhere.
+        fc = load_payload_module(10, 4, EntityType.request)
+        on_leader.call(fc.FindCoordinatorRequest(key_type=1, coordinator_keys=("tv-probe",)))
+        wait_until(lambda: TRANSACTION_STATE_TOPIC in metadata(bootstrap).topics, "__transaction_state")
+        wait_until(lambda: all(v >= 0 for v in leaders(bootstrap, TRANSACTION_STATE_TOPIC).values()), "its leaders")
+        owners = leaders(bootstrap, TRANSACTION_STATE_TOPIC)
+        txn_id = next(f"tv-{n}" for n in range(1000) if owners[partition_for(f"tv-{n}", 50)] != leader)
+        coordinator = owners[partition_for(txn_id, 50)]
+        with WireClient(brokers[coordinator].bootstrap) as on_coordinator:
+            txn = Txn(on_coordinator, txn_id, "tv", leader=on_leader)
+            assert txn.produce(b"not added").error_code == INVALID_TXN_STATE
+            assert txn.add_partition() == NONE
+            assert txn.produce(b"in").error_code == NONE
+            txn.end(commit=False)
+            assert txn.produce(b"late").error_code == INVALID_TXN_STATE
+            wait_until(lambda: offsets(on_leader, "tv") == (2, 2), "the HW past the abort marker, LSO with it")

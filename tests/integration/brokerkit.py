@@ -187,3 +187,21 @@ def wait_for(predicate: Callable[[], bool], timeout: float, step: Callable[[], o
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         step()
     return time.monotonic() - start
+
+
+def stop_all(brokers: list[BrokerProcess]) -> None:
+    """A fixture's teardown: stop every broker still running (one that hangs or fails does not
+    leave the others running), then fail naming each that did not stop cleanly, with its log."""
+    failures = []
+    for broker in brokers:
+        if not broker.alive:
+            continue
+        try:
+            code = broker.stop()
+        except subprocess.TimeoutExpired:
+            # The broker logs every thread's stack after 20 s of shutdown (broker/run.py): keep it.
+            failures.append(f"{broker.data_dir}: not stopped within 30 s of SIGTERM (killed)\n{broker.log_text()[-8000:]}")
+            continue
+        if code != 0:
+            failures.append(f"{broker.data_dir}: exit code {code}\n{broker.log_text()[-3000:]}")
+    assert not failures, "\n".join(failures)

@@ -595,8 +595,17 @@ def test_cluster_apis(client: WireClient, acls: Acls) -> None:
     ap = req(56, 3)
     alter_partition = ap.AlterPartitionRequest(broker_id=0, broker_epoch=-1, topics=())
     assert client.call(alter_partition).error_code == CLUSTER_AUTH
+    apt = req(24, 5)  # AddPartitionsToTxn's brokers' form (transaction verification, KIP-890)
+    verify = apt.AddPartitionsToTxnRequest(transactions=(apt.AddPartitionsToTxnTransaction(
+        transactional_id="nobody", producer_id=1, producer_epoch=0, verify_only=True,
+        topics=(apt.AddPartitionsToTxnTopic(name="t", partitions=(0,)),),
+    ),))  # fmt: skip
+    assert client.call(verify).error_code == CLUSTER_AUTH
     acls.add(CLUSTER, "kafka-cluster", AclOperation.CLUSTER_ACTION)
     assert client.call(alter_partition).error_code == NOT_CONTROLLER
+    answer = client.call(verify)
+    assert answer.error_code == 0
+    assert answer.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code == 49
     el = req(43, 2).ElectLeadersRequest(election_type=0, topic_partitions=None, timeout=ms(5000))
     assert client.call(el).error_code == NOT_CONTROLLER  # ALTER held: past the check
 

@@ -179,3 +179,37 @@ def test_an_append_wakes_a_waiting_fetch(store: Store) -> None:
         return await asyncio.wait_for(waiter, 5)
 
     assert asyncio.run(main()) is True
+
+
+def test_transaction_verification_guard(store: Store) -> None:
+    """KIP-890 part 1 at the partition: which batches need their coordinator's word, and a
+    marker written while it was being asked voids the answer (INVALID_TXN_STATE)."""
+    store.create_topic("t", 1)
+    _, replicas = replicas_for(store)
+
+    def txn_batch(sequence: int, epoch: int = 0) -> bytes:
+        return build_batch([b"v"], producer_id=5, producer_epoch=epoch, base_sequence=sequence, transactional=True)
+
+    async def main() -> None:
+        assert replicas.needs_verification("t", 0, build_batch([b"plain"])) is None
+        assert replicas.needs_verification("t", 0, build_batch([b"i"], producer_id=5, producer_epoch=0, base_sequence=0)) is None
+        assert replicas.needs_verification("nope", 0, txn_batch(0)) is None  # the append says why
+        assert replicas.needs_verification("t", 0, txn_batch(0)) == (5, 0)
+        partition = replicas.partition("t", 0)
+        assert isinstance(partition, Partition)
+        guard = partition.producers.guards[5] = object()
+        assert (await replicas.append("t", 0, txn_batch(0), acks=-1, guard=guard)).error == ErrorCode.none
+        assert 5 not in partition.producers.guards  # spent: the transaction is open here now
+        assert replicas.needs_verification("t", 0, txn_batch(1)) is None  # open: no question
+        assert replicas.needs_verification("t", 0, txn_batch(0, epoch=1)) == (5, 1)  # open at epoch 0 only
+        assert (await replicas.append_marker("t", 0, 5, 0, 0, commit=False)).error == ErrorCode.none
+        # Asked, then the marker came before the append: the answer is void.
+        guard = partition.producers.guards[5] = object()
+        assert (await replicas.append_marker("t", 0, 5, 0, 0, commit=False)).error == ErrorCode.none
+        late = await replicas.append("t", 0, txn_batch(1), acks=-1, guard=guard)
+        assert late.error == ErrorCode.invalid_txn_state and late.message == "Partition was not added to the transaction"
+        # Asked, and nothing came in between: appended.
+        guard = partition.producers.guards[5] = object()
+        assert (await replicas.append("t", 0, txn_batch(1), acks=-1, guard=guard)).error == ErrorCode.none
+
+    asyncio.run(main())

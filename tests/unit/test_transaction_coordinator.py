@@ -284,3 +284,29 @@ def test_wire_names() -> None:
     assert names[TxnState.COMPLETE_ABORT] == "CompleteAbort"
     with pytest.raises(ValueError):
         TxnState(9)
+
+
+def test_verify_partitions() -> None:
+    """KIP-890 part 1: Kafka's handleVerifyPartitionsInTransaction, answer by answer."""
+
+    async def body(c: TransactionCoordinator, io: FakeIO, clock: Clock) -> None:
+        _, pid, epoch = await c.init_producer_id("t", 60_000)
+        none, abortable = ErrorCode.none, ErrorCode.transaction_abortable
+        assert c.verify_partitions("t", pid, epoch, [("a", 0)]) == {("a", 0): abortable}  # no transaction yet
+        assert await c.add_partitions("t", pid, epoch, [("a", 0)]) == none
+        assert c.verify_partitions("t", pid, epoch, [("a", 0), ("a", 1)]) == {("a", 0): none, ("a", 1): abortable}
+        assert c.verify_partitions("t", pid + 1, epoch, [("a", 0)]) == {("a", 0): ErrorCode.invalid_producer_id_mapping}
+        assert c.verify_partitions("t", pid, epoch + 1, [("a", 0)]) == {("a", 0): ErrorCode.producer_fenced}
+        assert c.verify_partitions("other", pid, epoch, [("a", 0)]) == {("a", 0): ErrorCode.invalid_producer_id_mapping}
+        assert c.verify_partitions("", pid, epoch, [("a", 0)]) == {("a", 0): ErrorCode.invalid_request}
+        assert await c.end_transaction("t", pid, epoch, commit=False) == none
+        io.gate = asyncio.Event()  # hold the Complete* write (its task runs next): PrepareAbort stays
+        await settle()
+        assert c.txns["t"].state == TxnState.PREPARE_ABORT
+        assert c.verify_partitions("t", pid, epoch, [("a", 0)]) == {("a", 0): ErrorCode.concurrent_transactions}
+        io.gate.set()
+        await settle()
+        assert c.txns["t"].state == TxnState.COMPLETE_ABORT
+        assert c.verify_partitions("t", pid, epoch, [("a", 0)]) == {("a", 0): abortable}  # ended: a late batch
+
+    run(body)

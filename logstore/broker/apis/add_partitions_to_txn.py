@@ -1,4 +1,11 @@
-"""AddPartitionsToTxn (key 24, v0-v3, the client's form): partitions join a producer's transaction.
+"""AddPartitionsToTxn (key 24): partitions join a producer's transaction.
+
+v0-v3 are the client's form (one transaction). v4-v5 are the brokers' batched
+form (several transactions), which a partition leader uses to ask whether
+partitions are in a transaction (``verify_only``, KIP-890 part 1: see
+broker/txn_verification.py); it needs CLUSTER_ACTION on the cluster (else the
+top-level CLUSTER_AUTHORIZATION_FAILED). v4 reads TRANSACTION_ABORTABLE as
+INVALID_TXN_STATE (v5 added the code).
 
 Partitions of topics this cluster does not have get UNKNOWN_TOPIC_OR_PARTITION
 and the others OPERATION_NOT_ATTEMPTED (Kafka's KafkaApis); otherwise every
@@ -26,6 +33,8 @@ from logstore.security.acls import ResourceType
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.version >= 4:
+        return await _handle_batched(ctx, request)
     module = codec(24, ctx.version).response_module
     metadata = ctx.broker.metadata
     wanted = [(t.name, int(p)) for t in request.v3_and_below_topics for p in t.partitions]
@@ -70,4 +79,49 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = Api(key=24, name="AddPartitionsToTxn", min_version=0, max_version=3, handle=handle)
+async def _handle_batched(ctx: RequestContext, request: Any) -> Any:
+    """v4+: each transaction verified (``verify_only``) or its partitions added."""
+    module = codec(24, ctx.version).response_module
+    if not operations.allowed_cluster(ctx, "broker"):
+        return build(
+            module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.cluster_authorization_failed, results_by_transaction=(),
+        )  # fmt: skip
+    coordinator = coordinator_of(ctx.broker)
+    metadata = ctx.broker.metadata
+    results = []
+    for txn in request.transactions:
+        wanted = [(t.name, int(p)) for t in txn.topics for p in t.partitions]
+        if txn.verify_only:
+            errors = coordinator.verify_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
+        else:
+            unknown = {tp for tp in wanted if not 0 <= tp[1] < (metadata.partition_count(tp[0]) or 0)}
+            if unknown:
+                errors = {
+                    tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+                    for tp in wanted
+                }  # fmt: skip
+            else:
+                error = await coordinator.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
+                errors = dict.fromkeys(wanted, error)
+        if ctx.version < 5:
+            errors = {tp: ErrorCode.invalid_txn_state if e == ErrorCode.transaction_abortable else e for tp, e in errors.items()}
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), error in errors.items():
+            by_topic.setdefault(topic, []).append(
+                build(module.AddPartitionsToTxnPartitionResult, partition_index=index, partition_error_code=error)
+            )
+        results.append(build(
+            module.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
+            topic_results=tuple(
+                build(module.AddPartitionsToTxnTopicResult, name=name, results_by_partition=tuple(parts))
+                for name, parts in by_topic.items()
+            ),
+        ))  # fmt: skip
+    return build(
+        module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+        results_by_transaction=tuple(results),
+    )  # fmt: skip
+
+
+API = Api(key=24, name="AddPartitionsToTxn", min_version=0, max_version=5, handle=handle)

@@ -20,8 +20,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api, produce_codec
+from logstore.broker.partition import Partition
 from logstore.broker.replica_manager import AppendResult
 from logstore.broker.server import RequestContext
+from logstore.broker.txn_verification import produce_error
 from logstore.protocol import RawBody
 from logstore.security import operations
 from logstore.security.acls import ResourceType
@@ -44,6 +46,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     ):
         error = ErrorCode.transactional_id_authorization_failed  # the whole request, as Kafka
     replicas = ctx.broker.replica_manager
+    refused: dict[tuple[str, int], AppendResult] = {}
+    guards: dict[tuple[str, int], object] = {}
+    if error == ErrorCode.none and request.transactional_id is not None and ctx.broker.txn_verifier.enabled:
+        refused, guards = await _verify(ctx, request)
     responses = []
     waiting = []
     for topic in request.topic_data:
@@ -54,9 +60,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 result = AppendResult(error)
             elif denied:
                 result = AppendResult(ErrorCode.topic_authorization_failed)
+            elif (topic.name, data.index) in refused:
+                result = refused[(topic.name, data.index)]
             else:
                 try:
-                    result = await replicas.append(topic.name, data.index, data.records, acks)
+                    guard = guards.get((topic.name, data.index))
+                    result = await replicas.append(topic.name, data.index, data.records, acks, guard)
                 except Exception:  # one partition's bug must not fail the others, nor the connection
                     _log.exception("producing to %s-%d failed", topic.name, data.index)
                     result = AppendResult(
@@ -90,6 +99,46 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ],
         )
     )
+
+
+async def _verify(
+    ctx: RequestContext, request: Any
+) -> tuple[dict[tuple[str, int], AppendResult], dict[tuple[str, int], object]]:
+    """KIP-890 part 1 (broker/txn_verification.py): the partitions whose batch would open the
+    producer's transaction there are confirmed with its coordinator first. Returns the refused
+    partitions' answers and the confirmed ones' verification guards."""
+    replicas = ctx.broker.replica_manager
+    producers: set[tuple[int, int]] = set()
+    opening: list[tuple[str, int]] = []
+    for topic in request.topic_data:
+        for data in topic.partition_data:
+            found = replicas.needs_verification(topic.name, data.index, data.records)
+            if found is not None:
+                producers.add(found)
+                opening.append((topic.name, data.index))
+    if not opening:
+        return {}, {}
+    if len(producers) > 1:  # Kafka: one transactional request, one producer
+        mixed = AppendResult(
+            ErrorCode.invalid_producer_id_mapping, message="Transactional records contained more than one producer ID"
+        )
+        return dict.fromkeys(opening, mixed), {}
+    ((producer_id, epoch),) = producers
+    guards: dict[tuple[str, int], object] = {}
+    for topic_name, index in opening:
+        partition = replicas.leader_partition(topic_name, index)
+        if isinstance(partition, Partition):
+            # One guard per producer and partition while any verification is in flight (Kafka's
+            # VerificationStateEntry): requests verified side by side share it, and a marker voids it.
+            guards[(topic_name, index)] = partition.producers.guards.setdefault(producer_id, object())
+    answers = await ctx.broker.txn_verifier.verify(request.transactional_id, producer_id, epoch, opening)
+    refused: dict[tuple[str, int], AppendResult] = {}
+    for tp, answer in answers.items():
+        if answer != ErrorCode.none:
+            code, message = produce_error(answer)
+            refused[tp] = AppendResult(code, message=message)
+            guards.pop(tp, None)  # the partition's guard stays: another request may share it
+    return refused, guards
 
 
 API = Api(key=0, name="Produce", min_version=3, max_version=10, handle=handle, decode=produce_codec.decode)
