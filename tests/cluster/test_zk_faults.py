@@ -15,7 +15,7 @@
   retries its connection at least every second), so the brokers find their
   registrations and the controller its seat. Here ZooKeeper (the test's own,
   not the shared one, since it is stopped) is down for less than the brokers'
-  6 s session, then for 2.5 times it, under an idempotent acks=all producer.
+  10 s session, then for 2.5 times it, under an idempotent acks=all producer.
   Every acknowledged record must be read once, at its offset; the replicas
   byte-identical; the cluster still able to create a topic and to fail over
   from a leader killed with -9. Sessions, leaders or the controller changed
@@ -50,10 +50,18 @@ from logstore.cluster.zookeeper import ZooKeeperServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
-SESSION_MS = 6000
+# Kafka's own test harness (QuorumTestHarness) runs ZooKeeper sessions of 10 s. 6 s was once too
+# tight for a loaded 2-core CI machine: one broker of three lost its session in the 15 s outage.
+SESSION_MS = 10_000
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+
+def _clock(monotonic: float | None = None) -> str:
+    """Wall-clock time of a ``time.monotonic()`` reading (now by default), as the brokers' logs print it."""
+    at = time.time() - (0.0 if monotonic is None else time.monotonic() - monotonic)
+    return time.strftime("%H:%M:%S", time.localtime(at)) + f",{int(at % 1 * 1000):03d}"
 
 
 def _settled(brokers: dict[int, BrokerProcess], topic: str) -> bool:
@@ -445,6 +453,7 @@ def test_a_zookeeper_restart_loses_nothing(
     # Where Kafka's behaviour is not met (sessions, leaders and controller kept through the
     # restart) is noted here; the data checks run first, then these fail the test.
     unlike_kafka: list[str] = []
+    timeline: list[str] = []  # when ZooKeeper went and came back, to read beside the brokers' logs
     try:
         wait_until(lambda: writer.acknowledged >= 200, "the first acknowledgements", timeout=60)
         # A consumer before the outage makes __consumer_offsets, as any running cluster has it (its
@@ -474,6 +483,7 @@ def test_a_zookeeper_restart_loses_nothing(
                 time.sleep(max(outage - (time.monotonic() - down_at), 0))
             finally:
                 own_zookeeper.start()
+                timeline.append(f"{outage:g} s outage: ZooKeeper down {_clock(down_at)}, up {_clock()}")
             assert writer.acknowledged - before >= 30
             # A restarted ZooKeeper gives each session it had one session timeout from its start:
             # past that, a broker that has not resumed its session has lost it.
@@ -530,9 +540,18 @@ def test_a_zookeeper_restart_loses_nothing(
             copies = {broker_id(b): segment_bytes(b, topic, p) for b in brokers.values()}
             assert len(set(copies.values())) == 1, (topic, p, {b: len(c) for b, c in copies.items()})
     lost = [i for i, b in brokers.items() if "lost its ZooKeeper session" in b.log_text()]
-    if lost:
-        unlike_kafka.append(f"brokers {lost} logged that they lost their ZooKeeper session")
-    assert unlike_kafka == [], unlike_kafka
+    for i in lost:
+        # The broker's side of its ZooKeeper connection, to tell a slow reconnection from a
+        # session the server ended early.
+        said = [
+            line[:160]
+            for line in brokers[i].log_text().splitlines()
+            if "kazoo" in line or "ZooKeeper" in line
+        ]
+        unlike_kafka.append(
+            f"broker {i} logged that it lost its ZooKeeper session; {timeline}; its log: {said[-40:]}"
+        )
+    assert unlike_kafka == [], "\n".join(unlike_kafka)
 
 
 def test_sigterm_with_zookeeper_down_stops_cleanly(tmp_path: pathlib.Path) -> None:
