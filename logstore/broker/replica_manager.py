@@ -43,7 +43,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from kio.schema.errors import ErrorCode
@@ -95,6 +95,14 @@ class AppendResult:
         # KIP-467: (index of the record in its batch, why) for each record that made the batch fail.
         self.record_errors = record_errors
         self.required_offset = -1  # acks=-1 when replicated: the HW this append waits for
+
+
+class Opening(NamedTuple):
+    """A transactional batch that would open its producer's transaction on a partition led here."""
+
+    producer_id: int
+    epoch: int
+    partition: Partition
 
 
 class PartitionRead:
@@ -209,8 +217,8 @@ class ReplicaManager:
 
     # -- appends -------------------------------------------------------------
 
-    def needs_verification(self, topic: str, index: int, records: bytes | memoryview | None) -> tuple[int, int] | None:
-        """(producer id, epoch) when ``records`` is a transactional batch that would open its
+    def needs_verification(self, topic: str, index: int, records: bytes | memoryview | None) -> Opening | None:
+        """The Opening when ``records`` is a transactional batch that would open its
         producer's transaction on this partition (none open there at that epoch): KIP-890's
         verification with the coordinator comes first (broker/txn_verification.py). None for
         anything else, and for partitions not led here (the append reports those). O(1)."""
@@ -225,7 +233,7 @@ class ReplicaManager:
         partition = self.leader_partition(topic, index)
         if not isinstance(partition, Partition) or _has_open_transaction(partition, batch.producer_id, batch.producer_epoch):
             return None
-        return batch.producer_id, batch.producer_epoch
+        return Opening(batch.producer_id, batch.producer_epoch, partition)
 
     async def append(
         self, topic: str, index: int, records: bytes | memoryview | None, acks: int, guard: object | None = None

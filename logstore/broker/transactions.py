@@ -45,6 +45,7 @@ from logstore.coordinator.transactions import (
     TransactionsConfig,
 )
 from logstore.errors import LogstoreError, RecordTooLargeError
+from logstore.protocol.codec import group_by_topic
 
 if TYPE_CHECKING:
     from logstore.broker.server import Broker
@@ -184,9 +185,7 @@ class BrokerTransactionIO:
         channel = self.channel_to(leader)
         if channel is None:
             return {tp: ErrorCode.not_leader_or_follower for tp in tps}
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in tps:
-            by_topic.setdefault(topic, []).append(index)
+        by_topic = group_by_topic(tps)
         request = {
             "markers": [
                 {

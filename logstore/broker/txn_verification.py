@@ -49,6 +49,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.inter_broker import ChannelError
 from logstore.broker.metadata_cache import NO_LEADER
 from logstore.coordinator.transactions import TRANSACTION_STATE_TOPIC, TopicPartition
+from logstore.protocol.codec import group_by_topic
 
 if TYPE_CHECKING:
     from logstore.broker.server import Broker
@@ -115,9 +116,7 @@ class TransactionVerifier:
         channel = io.channel_to(leader) if io is not None else None
         if channel is None:
             return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in wanted:
-            by_topic.setdefault(topic, []).append(index)
+        by_topic = group_by_topic(wanted)
         request = {
             "transactions": [{
                 "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": epoch,

@@ -337,6 +337,8 @@ class ZkBroker:
         (a burst of ISR changes on the 50 partitions of ``__consumer_offsets`` was 50 passes
         over the topic each, and held up the news of new topics and leaders by seconds)."""
         if self._closed:
+            if isinstance(event, tuple) and event[0] == "call" and not event[2].done():
+                event[2].set_exception(ControllerMovedError(f"broker {self.node_id} is stopping"))
             return
         if _coalescable(event):
             with self._pending_lock:
@@ -363,6 +365,7 @@ class ZkBroker:
                 next_check = time.monotonic() + interval
                 event = "rebalance"
             if event is _STOP:
+                self._drain_stopped()
                 return
             if _coalescable(event):  # from now on, a new notice queues another pass
                 with self._pending_lock:
@@ -385,6 +388,20 @@ class ZkBroker:
                 _log.exception("broker %d: handling %r failed; the next change retries", self.node_id, event)
             with self.changed:
                 self.changed.notify_all()
+
+    def _drain_stopped(self) -> None:
+        """The worker stops: calls still queued for the controller fail at once (their callers,
+        request handlers on executor threads, would otherwise wait out their timeout and hold up
+        the event loop's shutdown), and idle waits end. Calls queued later fail in ``_queue``."""
+        while True:  # bounded: nothing is queued once closed (``_queue`` refuses)
+            try:
+                event = self._events.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(event, threading.Event):
+                event.set()
+            elif isinstance(event, tuple) and event[0] == "call" and not event[2].done():
+                event[2].set_exception(ControllerMovedError(f"broker {self.node_id} is stopping"))
 
     def _handle(self, event: Any) -> None:
         if event == "session":
@@ -563,12 +580,16 @@ class ZkBroker:
         (or stops being it, or the worker does not get to it within ``timeout`` s)."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._queue(("call", call, future))
-        try:
-            return cast(_T, future.result(timeout))
-        except concurrent.futures.TimeoutError:
-            raise ControllerMovedError(
-                f"broker {self.node_id}: the controller did not answer in {timeout} s"
-            ) from None
+        deadline = time.monotonic() + timeout
+        while True:  # bounded by the deadline
+            try:
+                return cast(_T, future.result(min(0.5, max(deadline - time.monotonic(), 0.0))))
+            except concurrent.futures.TimeoutError:
+                # A call queued just as the worker drained its queue and stopped: nobody will run it.
+                stopped = self._closed and (self._worker is None or not self._worker.is_alive())
+                if stopped or time.monotonic() >= deadline:
+                    what = "is stopping" if stopped else f"got no answer from its controller in {timeout} s"
+                    raise ControllerMovedError(f"broker {self.node_id} {what}") from None
 
     def elect_leaders(
         self, election_type: int, partitions: list[tuple[str, int]] | None

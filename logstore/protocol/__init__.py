@@ -21,7 +21,7 @@ Modules, one concern each (neither the broker nor the client is imported here):
 - :mod:`~logstore.protocol.errors`: Kafka's error codes as one table
 """
 
-from logstore.protocol.codec import ClientCodec, Codec, build, client_codec, codec, from_dict
+from logstore.protocol.codec import ClientCodec, Codec, build, client_codec, codec, from_dict, group_by_topic
 from logstore.protocol.errors import ERRORS, ErrorInfo, error_for, error_info
 from logstore.protocol.frames import (
     DeferredBody,
@@ -84,6 +84,7 @@ __all__ = [
     "error_for",
     "error_info",
     "from_dict",
+    "group_by_topic",
     "parse_header",
     "read_uvarint",
     "walk_program",

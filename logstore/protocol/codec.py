@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
@@ -68,6 +68,18 @@ def build(cls: type, **values: Any) -> Any:
     """
     names = _field_names(cls)
     return cls(**{k: v for k, v in values.items() if k in names})
+
+
+_T = TypeVar("_T")
+
+
+def group_by_topic(items: Iterable[tuple[str, _T]]) -> dict[str, list[_T]]:
+    """``(topic, item)`` pairs as ``{topic: [item, ...]}``, topics in first-seen order and items
+    in theirs: the topics-then-partitions nesting of every per-partition request and response. O(n)."""
+    grouped: dict[str, list[_T]] = {}
+    for topic, item in items:
+        grouped.setdefault(topic, []).append(item)
+    return grouped
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ def zk_connect(zookeeper: ZooKeeperServer) -> str:
     """``host:port/chroot``: a fresh namespace of the shared server."""
     chroot = f"/test-{uuid.uuid4().hex[:12]}"
     root = KazooClient(hosts=zookeeper.connect_string)
-    root.start(timeout=10)
+    root.start(timeout=30)
     try:
         root.ensure_path(chroot)
     finally:

@@ -84,8 +84,14 @@ def test_late_batch_refused_by_a_leader_that_is_not_the_coordinator(cluster: Cal
         fc = load_payload_module(10, 4, EntityType.request)
         on_leader.call(fc.FindCoordinatorRequest(key_type=1, coordinator_keys=("tv-probe",)))
         wait_until(lambda: TRANSACTION_STATE_TOPIC in metadata(bootstrap).topics, "__transaction_state")
-        wait_until(lambda: all(v >= 0 for v in leaders(bootstrap, TRANSACTION_STATE_TOPIC).values()), "its leaders")
-        owners = leaders(bootstrap, TRANSACTION_STATE_TOPIC)
+        owners: dict[int, int] = {}
+
+        def all_led() -> bool:  # in the view of whichever broker answers: each may lag the others
+            owners.clear()
+            owners.update(leaders(bootstrap, TRANSACTION_STATE_TOPIC))
+            return len(owners) == 50 and all(v >= 0 for v in owners.values())
+
+        wait_until(all_led, "a leader for each of its 50 partitions")
         txn_id = next(f"tv-{n}" for n in range(1000) if owners[partition_for(f"tv-{n}", 50)] != leader)
         coordinator = owners[partition_for(txn_id, 50)]
         with WireClient(brokers[coordinator].bootstrap) as on_coordinator:

@@ -132,8 +132,31 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
     admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)[topic].result(timeout)
 
 
+def set_broker_config(bootstrap: str, name: str, value: str, node: int = 0, timeout: float = 15) -> None:
+    """Set one dynamic broker config on broker ``node`` at runtime: IncrementalAlterConfigs SET
+    through confluent-kafka's AdminClient, whose connections are closed on return."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.BROKER, str(node), incremental_configs=[entry])
+    (future,) = admin.incremental_alter_configs([resource]).values()
+    future.result(timeout)
+
+
 def read_values(
-    bootstrap: str, topic: str, isolation: str, expected: int, timeout: float = 20, client: Any = None,
+    bootstrap: str,
+    topic: str,
+    isolation: str,
+    expected: int,
+    timeout: float = 20,
+    client: Any = None,
     partitions: int | None = None,
 ) -> list[bytes]:
     """Every value of ``topic`` from the start (assigned, no group), in partition then offset order;
@@ -167,7 +190,9 @@ def read_values(
     return [value for _, _, value in sorted(values)]
 
 
-def produce_numbered(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0, **kw: Any) -> None:
+def produce_numbered(
+    bootstrap: str, topic: str, partitions: int, count: int, start: int = 0, **kw: Any
+) -> None:
     """``count`` records round-robin over the partitions with confluent-kafka; values are
     b"<n>" from ``start``; ``kw`` goes to each ``produce`` (headers, key...)."""
     from confluent_kafka import Producer
@@ -200,7 +225,9 @@ def stop_all(brokers: list[BrokerProcess]) -> None:
             code = broker.stop()
         except subprocess.TimeoutExpired:
             # The broker logs every thread's stack after 20 s of shutdown (broker/run.py): keep it.
-            failures.append(f"{broker.data_dir}: not stopped within 30 s of SIGTERM (killed)\n{broker.log_text()[-8000:]}")
+            failures.append(
+                f"{broker.data_dir}: not stopped within 30 s of SIGTERM (killed)\n{broker.log_text()[-8000:]}"
+            )
             continue
         if code != 0:
             failures.append(f"{broker.data_dir}: exit code {code}\n{broker.log_text()[-3000:]}")

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 import pytest
-from brokerkit import BrokerProcess, create_topic, wait_until
+from brokerkit import BrokerProcess, create_topic, set_broker_config, wait_until
 from kio.schema.errors import ErrorCode
 from wire import WireClient, request_class
 
@@ -397,21 +397,7 @@ def test_max_connections_per_ip_closes_the_next_connection(broker_factory: Any) 
 
 def test_connection_limits_follow_dynamic_broker_configs(broker: BrokerProcess) -> None:
     """max.connections.per.ip set at runtime (IncrementalAlterConfigs on the broker) applies to the next connection."""
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        ResourceType,
-    )
-
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    entry = ConfigEntry("max.connections.per.ip", "3", incremental_operation=AlterConfigOpType.SET)
-    (future,) = admin.incremental_alter_configs(
-        [ConfigResource(ResourceType.BROKER, "0", incremental_configs=[entry])]
-    ).values()
-    future.result(15)
-    del admin  # its own connections count against the limit too
+    set_broker_config(broker.bootstrap, "max.connections.per.ip", "3")  # its admin's connections are closed
     time.sleep(0.5)
     socks = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(4)]
     try:

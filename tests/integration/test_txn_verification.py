@@ -14,11 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from brokerkit import BrokerProcess, create_topic
+from brokerkit import BrokerProcess, create_topic, set_broker_config
 from txnkit import INVALID_TXN_STATE, NONE, TRANSACTION_ABORTABLE, Txn, offsets, verify_only
 from wire import WireClient
 
 pytestmark = pytest.mark.integration
+
 
 def test_batches_outside_their_transaction_are_refused(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, "tv", 2)
@@ -26,7 +27,10 @@ def test_batches_outside_their_transaction_are_refused(broker: BrokerProcess) ->
         txn = Txn(client, "tv-1", "tv")
         # Never added to a transaction: refused, nothing written.
         part = txn.produce(b"not added")
-        assert (part.error_code, part.error_message) == (INVALID_TXN_STATE, "Partition was not added to the transaction")
+        assert (part.error_code, part.error_message) == (
+            INVALID_TXN_STATE,
+            "Partition was not added to the transaction",
+        )
         assert offsets(client, "tv") == (0, 0)
 
         assert txn.add_partition() == NONE
@@ -77,21 +81,9 @@ def test_brokers_form_for_another_producer(broker: BrokerProcess) -> None:
 
 def test_verification_is_switched_at_runtime(broker: BrokerProcess) -> None:
     """``transaction.partition.verification.enable`` is a dynamic broker config, read per request."""
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        ResourceType,
-    )
-
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    (node,) = admin.list_topics(timeout=10).brokers
 
     def switch(value: str) -> None:
-        entry = ConfigEntry("transaction.partition.verification.enable", value, incremental_operation=AlterConfigOpType.SET)
-        (future,) = admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, str(node), incremental_configs=[entry])]).values()
-        future.result(10)
+        set_broker_config(broker.bootstrap, "transaction.partition.verification.enable", value)
 
     create_topic(broker.bootstrap, "tv", 1)
     with WireClient(broker.bootstrap) as client:

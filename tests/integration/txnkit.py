@@ -15,6 +15,8 @@ from wire import WireClient
 from logstore.records.builder import build_batch
 
 NONE, INVALID_TXN_STATE, TRANSACTION_ABORTABLE = 0, 48, 120
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
+RETRIABLE_INIT = frozenset({14, 15, 16, 51})
 
 
 def req(api_key: int, version: int) -> Any:
@@ -34,8 +36,15 @@ class Txn:
         self.client, self.txn_id, self.topic = client, txn_id, topic
         self.leader = leader if leader is not None else client
         ip = req(22, 4)
-        init = client.call(ip.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout=ms(60_000)))
-        assert init.error_code == NONE
+        deadline = time.monotonic() + 30
+        while True:  # bounded by the deadline
+            init = client.call(ip.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout=ms(60_000)))
+            # A coordinator that has just become one may still be loading its partition: retry,
+            # as every client does, the errors that say "not yet".
+            if init.error_code not in RETRIABLE_INIT or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert init.error_code == NONE, init
         self.producer_id, self.epoch = init.producer_id, init.producer_epoch
         self.sequence = 0
 

@@ -194,14 +194,14 @@ def test_transaction_verification_guard(store: Store) -> None:
         assert replicas.needs_verification("t", 0, build_batch([b"plain"])) is None
         assert replicas.needs_verification("t", 0, build_batch([b"i"], producer_id=5, producer_epoch=0, base_sequence=0)) is None
         assert replicas.needs_verification("nope", 0, txn_batch(0)) is None  # the append says why
-        assert replicas.needs_verification("t", 0, txn_batch(0)) == (5, 0)
         partition = replicas.partition("t", 0)
         assert isinstance(partition, Partition)
+        assert replicas.needs_verification("t", 0, txn_batch(0)) == (5, 0, partition)
         guard = partition.producers.guards[5] = object()
         assert (await replicas.append("t", 0, txn_batch(0), acks=-1, guard=guard)).error == ErrorCode.none
         assert 5 not in partition.producers.guards  # spent: the transaction is open here now
         assert replicas.needs_verification("t", 0, txn_batch(1)) is None  # open: no question
-        assert replicas.needs_verification("t", 0, txn_batch(0, epoch=1)) == (5, 1)  # open at epoch 0 only
+        assert replicas.needs_verification("t", 0, txn_batch(0, epoch=1)) == (5, 1, partition)  # open at epoch 0 only
         assert (await replicas.append_marker("t", 0, 5, 0, 0, commit=False)).error == ErrorCode.none
         # Asked, then the marker came before the append: the answer is void.
         guard = partition.producers.guards[5] = object()

@@ -5,7 +5,11 @@ from __future__ import annotations
 import concurrent.futures
 import queue
 import threading
+import time
 
+import pytest
+
+from logstore.cluster.controller import ControllerMovedError
 from logstore.cluster.zk_broker import ZkBroker, _coalescable
 
 
@@ -50,3 +54,25 @@ def test_calls_and_waits_are_never_merged() -> None:
         link._queue(done)
     assert len(drained(link)) == 4
     assert not _coalescable(call) and not _coalescable(done) and _coalescable(("topic", "t"))
+
+
+def test_controller_calls_fail_at_once_when_the_worker_stops() -> None:
+    """A broker stopping while request handlers wait on its controller: each waiting call fails
+    with ControllerMovedError at once, not after its 30 s timeout (which held up the broker's
+    shutdown past the SIGTERM deadline: the event loop's close waits for executor threads)."""
+    link = bare_queue()
+    link.node_id, link._worker = 1, None
+    queued: concurrent.futures.Future[object] = concurrent.futures.Future()
+    link._queue(("call", lambda: 1, queued))  # queued before the stop, never begun
+    waiting = threading.Event()
+    link._queue(waiting)
+    link._closed = True
+    link._drain_stopped()  # what the worker does on _STOP
+    assert isinstance(queued.exception(0), ControllerMovedError) and waiting.is_set()
+    late: concurrent.futures.Future[object] = concurrent.futures.Future()
+    link._queue(("call", lambda: 1, late))  # queued after the stop
+    assert isinstance(late.exception(0), ControllerMovedError)
+    started = time.monotonic()
+    with pytest.raises(ControllerMovedError, match="stopping"):
+        link.on_controller(lambda: 1, timeout=30)
+    assert time.monotonic() - started < 5

@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.broker.transactions import coordinator_of, for_version
-from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 from logstore.security.acls import ResourceType
 
@@ -64,11 +64,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             wanted,
         )
         errors = dict.fromkeys(wanted, for_version(error, ctx.version, 2))
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, index), error in errors.items():
-        by_topic.setdefault(topic, []).append(
-            build(module.AddPartitionsToTxnPartitionResult, partition_index=index, partition_error_code=error)
-        )
+    by_topic = group_by_topic(
+        (topic, build(module.AddPartitionsToTxnPartitionResult, partition_index=index, partition_error_code=error))
+        for (topic, index), error in errors.items()
+    )
     return build(
         module.AddPartitionsToTxnResponse,
         throttle_time=NO_THROTTLE,
@@ -106,11 +105,10 @@ async def _handle_batched(ctx: RequestContext, request: Any) -> Any:
                 errors = dict.fromkeys(wanted, error)
         if ctx.version < 5:
             errors = {tp: ErrorCode.invalid_txn_state if e == ErrorCode.transaction_abortable else e for tp, e in errors.items()}
-        by_topic: dict[str, list[Any]] = {}
-        for (topic, index), error in errors.items():
-            by_topic.setdefault(topic, []).append(
-                build(module.AddPartitionsToTxnPartitionResult, partition_index=index, partition_error_code=error)
-            )
+        by_topic = group_by_topic(
+            (topic, build(module.AddPartitionsToTxnPartitionResult, partition_index=index, partition_error_code=error))
+            for (topic, index), error in errors.items()
+        )
         results.append(build(
             module.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
             topic_results=tuple(

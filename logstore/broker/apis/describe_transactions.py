@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.broker.transactions import coordinator_of
-from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 from logstore.security.acls import ResourceType
 
@@ -55,10 +55,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
             continue
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in sorted(metadata.partitions):
-            if operations.allowed(ctx, ResourceType.TOPIC, topic):  # the others left out, as Kafka
-                by_topic.setdefault(topic, []).append(index)
+        # Topics the principal may not describe are left out, as Kafka does.
+        by_topic = group_by_topic(tp for tp in sorted(metadata.partitions) if operations.allowed(ctx, ResourceType.TOPIC, tp[0]))
         states.append(
             build(
                 module.TransactionState,

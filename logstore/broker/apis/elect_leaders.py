@@ -25,16 +25,15 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.cluster.controller import PREFERRED, UNCLEAN, ControllerMovedError
-from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 
 
 def _results(module: Any, results: dict[tuple[str, int], tuple[Any, str | None]]) -> tuple[Any, ...]:
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), (error, message) in results.items():
-        by_topic.setdefault(topic, []).append(
-            build(module.PartitionResult, partition_id=partition, error_code=error, error_message=message)
-        )
+    by_topic = group_by_topic(
+        (topic, build(module.PartitionResult, partition_id=partition, error_code=error, error_message=message))
+        for (topic, partition), (error, message) in results.items()
+    )
     return tuple(
         build(module.ReplicaElectionResult, topic=topic, partition_result=tuple(partitions))
         for topic, partitions in by_topic.items()

@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.cluster.controller import ControllerMovedError
-from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 
 
@@ -44,17 +44,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             found = await loop.run_in_executor(None, link.list_reassignments, named)
         except ControllerMovedError as e:
             error, message = ErrorCode.not_controller, str(e)
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), (replicas, adding, removing) in sorted(found.items()):
-        by_topic.setdefault(topic, []).append(
-            build(
-                module.OngoingPartitionReassignment,
-                partition_index=partition,
-                replicas=replicas,
-                adding_replicas=adding,
-                removing_replicas=removing,
-            )
-        )
+    by_topic = group_by_topic(
+        (topic, build(module.OngoingPartitionReassignment, partition_index=partition, replicas=replicas,
+                      adding_replicas=adding, removing_replicas=removing))
+        for (topic, partition), (replicas, adding, removing) in sorted(found.items())
+    )  # fmt: skip
     return build(
         module.ListPartitionReassignmentsResponse,
         throttle_time=NO_THROTTLE,

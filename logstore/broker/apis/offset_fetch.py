@@ -28,7 +28,7 @@ from logstore.broker.apis import Api
 from logstore.broker.groups import coordinator_of, offsets_appender_of
 from logstore.broker.server import RequestContext
 from logstore.coordinator import FetchedOffset
-from logstore.protocol import NO_THROTTLE, build, codec
+from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 from logstore.security.acls import ResourceType
 
@@ -72,10 +72,7 @@ def _fetch_group(
     wanted: list[tuple[Any, str | None, list[int]]] = []
     if topics is None:
         result = coordinator.fetch_offsets(group_id, None, member_id=member[0], member_epoch=member[1])
-        by_topic: dict[str, list[int]] = {}
-        for topic_name, partition in sorted(result.offsets):
-            by_topic.setdefault(topic_name, []).append(partition)
-        for topic_name, partitions in by_topic.items():
+        for topic_name, partitions in group_by_topic(sorted(result.offsets)).items():
             if auth is not None and not operations.allowed(ctx, ResourceType.TOPIC, topic_name):
                 continue  # every topic asked: those the principal may not describe are left out
             if by_id:

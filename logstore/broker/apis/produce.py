@@ -20,8 +20,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api, produce_codec
-from logstore.broker.partition import Partition
-from logstore.broker.replica_manager import AppendResult
+from logstore.broker.replica_manager import AppendResult, Opening
 from logstore.broker.server import RequestContext
 from logstore.broker.txn_verification import produce_error
 from logstore.protocol import RawBody
@@ -108,30 +107,25 @@ async def _verify(
     producer's transaction there are confirmed with its coordinator first. Returns the refused
     partitions' answers and the confirmed ones' verification guards."""
     replicas = ctx.broker.replica_manager
-    producers: set[tuple[int, int]] = set()
-    opening: list[tuple[str, int]] = []
+    opening: dict[tuple[str, int], Opening] = {}
     for topic in request.topic_data:
         for data in topic.partition_data:
             found = replicas.needs_verification(topic.name, data.index, data.records)
             if found is not None:
-                producers.add(found)
-                opening.append((topic.name, data.index))
+                opening[(topic.name, data.index)] = found
     if not opening:
         return {}, {}
+    producers = {(found.producer_id, found.epoch) for found in opening.values()}
     if len(producers) > 1:  # Kafka: one transactional request, one producer
         mixed = AppendResult(
             ErrorCode.invalid_producer_id_mapping, message="Transactional records contained more than one producer ID"
         )
         return dict.fromkeys(opening, mixed), {}
     ((producer_id, epoch),) = producers
-    guards: dict[tuple[str, int], object] = {}
-    for topic_name, index in opening:
-        partition = replicas.leader_partition(topic_name, index)
-        if isinstance(partition, Partition):
-            # One guard per producer and partition while any verification is in flight (Kafka's
-            # VerificationStateEntry): requests verified side by side share it, and a marker voids it.
-            guards[(topic_name, index)] = partition.producers.guards.setdefault(producer_id, object())
-    answers = await ctx.broker.txn_verifier.verify(request.transactional_id, producer_id, epoch, opening)
+    # One guard per producer and partition while any verification is in flight (Kafka's
+    # VerificationStateEntry): requests verified side by side share it, and a marker voids it.
+    guards = {tp: found.partition.producers.guards.setdefault(producer_id, object()) for tp, found in opening.items()}
+    answers = await ctx.broker.txn_verifier.verify(request.transactional_id, producer_id, epoch, list(opening))
     refused: dict[tuple[str, int], AppendResult] = {}
     for tp, answer in answers.items():
         if answer != ErrorCode.none:

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.server import RequestContext
 from logstore.broker.transactions import write_markers_here
-from logstore.protocol import build, codec
+from logstore.protocol import build, codec, group_by_topic
 from logstore.security import operations
 
 
@@ -37,11 +37,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )  # fmt: skip
         else:
             errors = dict.fromkeys(tps, ErrorCode.cluster_authorization_failed)
-        by_topic: dict[str, list[Any]] = {}
-        for (topic, index), error in errors.items():
-            by_topic.setdefault(topic, []).append(
-                build(module.WritableTxnMarkerPartitionResult, partition_index=index, error_code=error)
-            )
+        by_topic = group_by_topic(
+            (topic, build(module.WritableTxnMarkerPartitionResult, partition_index=index, error_code=error))
+            for (topic, index), error in errors.items()
+        )
         results.append(
             build(
                 module.WritableTxnMarkerResult,
