@@ -9,6 +9,12 @@ restart keeps every znode. It is ZooKeeper's own server
 missing, :func:`find_jar` says how to get it. ``LOGSTORE_ZOOKEEPER_JAR`` points
 at another ``zookeeper.jar`` (whose manifest names its dependencies, as
 Debian's does).
+
+The server's own log is ``zookeeper.log`` in its directory: where Debian's
+``slf4j-simple.jar`` (a dependency of the package) is found, it holds
+ZooKeeper's warnings and its session lines (expired, refused, invalid on reconnection)
+with the same timestamps as the brokers' logs, to read beside them when a
+session is lost; without it SLF4J prints nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +31,22 @@ from logstore.errors import LogstoreError
 
 DEBIAN_JAR = "/usr/share/java/zookeeper.jar"
 MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+SLF4J_SIMPLE_JAR = "/usr/share/java/slf4j-simple.jar"
+# Warnings from everything; INFO from the classes that say when a session is
+# revalidated, expired or refused, and when the data is loaded. A client's dropped connection is
+# a WARN with a stack trace in NIOServerCnxn: every killed broker would print one, so ERROR there.
+_LOGGER = "-Dorg.slf4j.simpleLogger."
+_LOG_OPTIONS = [
+    _LOGGER + "defaultLogLevel=warn",
+    _LOGGER + "showDateTime=true",
+    _LOGGER + "dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS",
+    _LOGGER + "showThreadName=false",
+    *(
+        f"{_LOGGER}log.org.apache.zookeeper.server.{name}=info"
+        for name in ("ZooKeeperServer", "SessionTrackerImpl", "ZKDatabase", "ZooKeeperServerMain")
+    ),
+    _LOGGER + "log.org.apache.zookeeper.server.NIOServerCnxn=error",
+]
 
 
 class ZooKeeperError(LogstoreError):
@@ -112,11 +134,12 @@ class ZooKeeperServer:
         if self.process is not None and self.process.poll() is None:
             return
         jar = find_jar()
+        classpath = jar + (os.pathsep + SLF4J_SIMPLE_JAR if os.path.isfile(SLF4J_SIMPLE_JAR) else "")
         config = self._write_config()
         log = open(os.path.join(self.directory, "zookeeper.log"), "ab")  # noqa: SIM115 - the child's
         try:
             self.process = subprocess.Popen(
-                ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", jar, MAIN, config],
+                ["java", "-Xmx256m", "-XX:+UseSerialGC", *_LOG_OPTIONS, "-cp", classpath, MAIN, config],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -222,4 +224,37 @@ def test_a_restarted_zookeeper_keeps_every_znode(tmp_path: pathlib.Path) -> None
         assert again.topics() == ["kept"]
         again.close()
     finally:
+        server.stop()
+
+
+def test_zookeepers_own_log_names_an_expired_session(tmp_path: pathlib.Path) -> None:
+    """zookeeper.log holds the server's session lines, to read beside the brokers' logs when a
+    session is lost: a client killed with -9 has its session expired, by id, after its timeout."""
+    server = ZooKeeperServer(str(tmp_path / "zk"))
+    server.start()
+    holder = (
+        "import sys, time\n"
+        "from kazoo.client import KazooClient\n"
+        "zk = KazooClient(hosts=sys.argv[1], timeout=1.5)\n"
+        "zk.start(timeout=30)\n"
+        "print(hex(zk.client_id[0]), flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", holder, server.connect_string], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        session = proc.stdout.readline().strip()
+        assert session.startswith("0x"), session
+        proc.kill()  # the session is neither closed nor kept alive
+        proc.wait(10)
+        log = tmp_path / "zk" / "zookeeper.log"
+        deadline = time.monotonic() + 30
+        while f"Expiring session {session}," not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait(10)
         server.stop()

@@ -64,6 +64,17 @@ def _clock(monotonic: float | None = None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at)) + f",{int(at % 1 * 1000):03d}"
 
 
+def _zookeeper_session_lines(server: ZooKeeperServer) -> list[str]:
+    """What the server logged of its sessions and restarts (``zookeeper.log``, see ZooKeeperServer)."""
+    marks = ("Snapshot loaded", "Expiring session", "Invalid session", "Refusing session", "WARN", "ERROR")
+    try:
+        with open(os.path.join(server.directory, "zookeeper.log"), encoding="utf-8", errors="replace") as f:
+            lines = [line for line in f if any(mark in line for mark in marks) and "maxCnxns" not in line]
+    except OSError as e:
+        return [f"no log: {e}"]
+    return [line.rstrip()[:200] for line in lines[-40:]]
+
+
 def _settled(brokers: dict[int, BrokerProcess], topic: str) -> bool:
     """Every broker's own metadata: all of them registered, one controller, and every partition of
     ``topic`` led, with all of them in its ISR, the same on each."""
@@ -354,7 +365,7 @@ def own_zookeeper(tmp_path: pathlib.Path) -> Iterator[ZooKeeperServer]:
 def own_cluster(
     own_zookeeper: ZooKeeperServer, tmp_path: pathlib.Path
 ) -> Iterator[Callable[[int], BrokerProcess]]:
-    """``start(broker_id)``: a broker on ``own_zookeeper`` (a 6 s session); each still running is
+    """``start(broker_id)``: a broker on ``own_zookeeper`` (sessions of SESSION_MS); each still running is
     stopped cleanly at the end (ZooKeeper started again first if the test left it down)."""
     started: list[BrokerProcess] = []
 
@@ -551,6 +562,9 @@ def test_a_zookeeper_restart_loses_nothing(
         unlike_kafka.append(
             f"broker {i} logged that it lost its ZooKeeper session; {timeline}; its log: {said[-40:]}"
         )
+    if unlike_kafka:
+        # ZooKeeper's side: when it loaded its data and which sessions it expired or refused.
+        unlike_kafka.append(f"ZooKeeper's log: {_zookeeper_session_lines(own_zookeeper)}")
     assert unlike_kafka == [], "\n".join(unlike_kafka)
 
 
