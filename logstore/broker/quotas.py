@@ -33,9 +33,10 @@ Kafka's metric tags: a quota on ``<user>`` is shared by all that user's client i
 elapsed window, which counts at least ``num - 1`` full windows (so a fresh client is not
 throttled for its first burst). The value is recorded first, then checked: over the bound,
 ``throttle_ms = (rate - bound) / bound * window_ms`` (Kafka's ``QuotaUtils.throttleTime``):
-how long the client must stay silent for the rate to fall back to the bound. It is capped
-at the whole window (num x size; Kafka caps the request quota at one window and leaves the
-byte rates uncapped; a cap keeps one huge request from muting a client for minutes).
+how long the client must stay silent for the rate to fall back to the bound. The request
+quota's is capped at one window (size), as Kafka's ``ClientRequestQuotaManager`` caps it;
+the byte rates' at the whole window (num x size), where Kafka leaves them uncapped: the cap
+keeps one huge request from muting a client for minutes.
 
 **Throttling** (KIP-219): the response goes out at once with ``throttle_time_ms`` set, then
 the connection is muted (its socket is not read, queued requests wait) for that long. A
@@ -351,7 +352,7 @@ class ClientQuotas:
         if resolved is None:
             return 0
         resolved.rate.record(value, now_ms)
-        cap = self.samples * self.window_ms
+        cap = self.window_ms if key == REQUEST else self.samples * self.window_ms
         return resolved.rate.throttle_ms(resolved.bound, now_ms, cap)
 
     def unrecord(self, quotas: Mapping[str, Resolved], key: str, value: float, now_ms: float) -> None:
@@ -598,7 +599,9 @@ def _throttled_fetch(codec_: Codec, request: Any, throttle_ms: int) -> Any:
     from kio.schema.errors import ErrorCode
 
     module = codec_.response_module
-    incremental = int(getattr(request, "session_id", 0) or 0) > 0 and int(getattr(request, "session_epoch", -1)) > 0
+    incremental = (
+        int(getattr(request, "session_id", 0) or 0) > 0 and int(getattr(request, "session_epoch", -1)) > 0
+    )
     return build(
         module.FetchResponse,
         throttle_time=datetime.timedelta(milliseconds=throttle_ms),

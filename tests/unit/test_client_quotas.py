@@ -108,6 +108,25 @@ def test_throttle_time_is_kafkas() -> None:
     assert rate.throttle_ms(50, 0, 500) == 500  # capped
 
 
+def test_the_request_quota_is_capped_at_one_window_and_the_byte_rates_at_the_whole() -> None:
+    """Kafka's ClientRequestQuotaManager bounds a request-time throttle at one window
+    (quota.window.size.seconds); the byte rates' throttle is bounded by all the samples here."""
+    quotas = ClientQuotas(
+        MemoryStore({e(user="a"): {"request_percentage": 1.0, "producer_byte_rate": 1.0}}),
+        samples=11,
+        window_seconds=2,
+    )
+    resolved = quotas.resolve("a", "app")
+    # far over both bounds: uncapped, either throttle would be hours
+    assert quotas.record(resolved, "request_percentage", 1e6, 0) == 2_000
+    assert quotas.record(resolved, "producer_byte_rate", 1e6, 0) == 22_000
+    # within the bound: no throttle at all
+    fresh = ClientQuotas(
+        MemoryStore({e(user="b"): {"request_percentage": 50.0}}), samples=11, window_seconds=2
+    )
+    assert fresh.record(fresh.resolve("b", "app"), "request_percentage", 10.0, 0) == 0
+
+
 def test_entity_paths_are_kafkas_znodes() -> None:
     assert entity_path(e(user="alice", client_id="app")) == "users/alice/clients/app"
     assert entity_path(e(user=DEFAULT)) == "users/<default>"
