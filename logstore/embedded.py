@@ -160,6 +160,8 @@ class EmbeddedBroker:
 class EmbeddedConnection:
     """The Connection protocol over an :class:`EmbeddedBroker`: every node id is the same broker."""
 
+    stale = False  # no session to renew
+
     def __init__(self, embedded: EmbeddedBroker, node_id: int, client_id: str) -> None:
         self.embedded = embedded
         self.node_id = node_id
@@ -211,6 +213,9 @@ class EmbeddedConnection:
 
     def close(self, error: Any = None) -> None:
         self.closed = True
+
+    def retire(self) -> None:
+        self.close()
 
 
 class EmbeddedTransport:

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from logstore.client.config import ClientConfig, ConfigError
 from logstore.client.connection import BrokerConnection, Connection
 from logstore.client.errors import KafkaError, KafkaException, local
+from logstore.client.sasl import SaslSettings
 
 METADATA = 3
 FIND_COORDINATOR = 10
@@ -75,6 +76,7 @@ class TcpTransport:
             self.config["client.id"],
             self.config.seconds("socket.connection.setup.timeout.ms"),
             self.config.seconds("request.timeout.ms"),
+            SaslSettings.from_config(self.config),
         )
 
     def close(self) -> None:
@@ -169,7 +171,7 @@ class Cluster:
         """The open connection to ``node_id``, opened now if need be (KafkaException if it cannot be)."""
         with self._lock:
             conn = self._connections.get(node_id)
-            if conn is not None and not conn.closed:
+            if conn is not None and not conn.closed and not conn.stale:
                 return conn
             if self._closed:
                 raise KafkaException(local("_DESTROY", "the client is closed"))
@@ -190,11 +192,13 @@ class Cluster:
         with self._lock:
             self._backoff.pop(node_id, None)
             old = self._connections.get(node_id)
-            if old is not None and not old.closed and old is not conn:
-                conn.close()
+            if old is not None and not old.closed and old is not conn and not old.stale:
+                conn.close()  # another thread opened one first
                 return old
             self._connections[node_id] = conn
-            return conn
+        if old is not None and old is not conn and not old.closed:
+            old.retire()  # stale: its answers still come; no new request goes to it
+        return conn
 
     def _address(self, node_id: int) -> tuple[str, int]:
         broker = self.brokers.get(node_id)
@@ -222,6 +226,8 @@ class Cluster:
             try:
                 return self.connection(node_id)
             except KafkaException as e:
+                if e.error.code() == KafkaError._AUTHENTICATION:  # type: ignore[attr-defined]
+                    raise  # the brokers answer, and refuse: what to fix is the credentials
                 errors.append(e.error.str())
         raise KafkaException(
             local("_ALL_BROKERS_DOWN", "no broker could be reached: " + "; ".join(errors[-3:]))

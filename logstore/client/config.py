@@ -65,7 +65,11 @@ def _keys() -> list[Key]:
         Key("socket.send.buffer.bytes", "int", 0, low=0),
         Key("socket.receive.buffer.bytes", "int", 0, low=0),
         Key("allow.auto.create.topics", "bool", True),
-        Key("security.protocol", "enum:plaintext|PLAINTEXT", "plaintext"),
+        Key("security.protocol", "enum:plaintext|PLAINTEXT|sasl_plaintext|SASL_PLAINTEXT", "plaintext"),
+        Key("sasl.mechanism", "enum:PLAIN|SCRAM-SHA-256|SCRAM-SHA-512", "PLAIN"),
+        Key("sasl.username", "str", None),
+        Key("sasl.password", "str", None),
+        Key("sasl.jaas.config", "str", None),  # Java's form: username and password taken from it
         Key("error_cb", "callable", None),
         Key("logger", "any", None),
         Key("stats_cb", "callable", None),
@@ -141,8 +145,13 @@ ALIASES = {
     "max.partition.fetch.bytes": "max.partition.fetch.bytes",
     "fetch.message.max.bytes": "max.partition.fetch.bytes",
     "auto.commit.enable": "enable.auto.commit",
-    "enable.ssl.certificate.verification": "security.protocol",
+    "sasl.mechanisms": "sasl.mechanism",
+    "sasl.user": "sasl.username",
 }
+_NO_TLS = (
+    "logstore's client speaks PLAINTEXT and SASL_PLAINTEXT, not TLS; "
+    "for a TLS listener use confluent-kafka (the same API: change the import)"
+)
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -200,6 +209,8 @@ def _coerce(key: Key, value: Any) -> Any:
     assert kind.startswith("enum:"), kind
     allowed = kind[5:].split("|")
     text = str(value).strip()
+    if name == "security.protocol" and text.upper() in ("SSL", "SASL_SSL"):
+        raise ConfigError(f"security.protocol={value!r}: {_NO_TLS}")
     if text not in allowed and text.lower() not in allowed:
         raise ConfigError(f"{name}={value!r} is not one of {', '.join(allowed)}")
     return text if text in allowed else text.lower()
@@ -215,6 +226,29 @@ def _normalized(name: str, value: Any) -> Any:
     if name == "security.protocol":
         return value.lower()
     return value
+
+
+def _credentials_from_jaas(values: dict[str, Any]) -> None:
+    """``sasl.username``/``sasl.password`` from ``sasl.jaas.config`` where not given themselves, as
+    Kafka's Java client (and Spark's Kafka connector, as ``kafka.sasl.jaas.config``) take them:
+    ``org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";``."""
+    from logstore.security.plain import parse_jaas
+
+    try:
+        modules = parse_jaas(values["sasl.jaas.config"])
+    except InvalidConfigError as e:
+        raise ConfigError(str(e)) from None
+    options = next((o for module, _, o in modules if module.endswith(_LOGIN_MODULES)), None)
+    if options is None or "username" not in options or "password" not in options:
+        raise ConfigError(
+            "sasl.jaas.config: logstore's client takes username and password from a PlainLoginModule "
+            "or ScramLoginModule entry"
+        )
+    values["sasl.username"] = values.get("sasl.username") or options["username"]
+    values["sasl.password"] = values.get("sasl.password") or options["password"]
+
+
+_LOGIN_MODULES = (".PlainLoginModule", ".ScramLoginModule")
 
 
 class ClientConfig(Mapping[str, Any]):
@@ -237,6 +271,8 @@ class ClientConfig(Mapping[str, Any]):
             if not isinstance(raw_name, str):
                 raise ConfigError(f"config keys are strings, not {raw_name!r}")
             name = ALIASES.get(raw_name, raw_name)
+            if name.startswith(("ssl.", "enable.ssl.")):
+                raise ConfigError(f"{raw_name}: {_NO_TLS}")
             if name.startswith("default.topic.config"):
                 continue
             key = KEYS.get(name)
@@ -252,6 +288,12 @@ class ClientConfig(Mapping[str, Any]):
                 "bootstrap.servers is required: 'host:port,...' for brokers, or 'embedded:///path/to/data' "
                 "for a Store in this process"
             )
+        if values.get("sasl.jaas.config") is not None:
+            _credentials_from_jaas(values)
+        if values.get("security.protocol") == "sasl_plaintext" and (
+            values.get("sasl.username") is None or values.get("sasl.password") is None
+        ):
+            raise ConfigError("security.protocol=SASL_PLAINTEXT needs sasl.username and sasl.password")
         return cls(values, frozenset(given))
 
     def __getitem__(self, name: str) -> Any:

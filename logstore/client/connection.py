@@ -11,7 +11,9 @@ as Kafka's clients do (later answers on it could no longer be trusted to
 arrive); every request still in flight then fails with ``_TRANSPORT``.
 Connecting is bounded by ``socket.connection.setup.timeout.ms``; the first
 request is ApiVersions, whose answer fixes the version of every later
-request (:meth:`version`).
+request (:meth:`version`). On a SASL_PLAINTEXT listener the connection then
+authenticates (:mod:`logstore.client.sasl`) before it is handed out; a
+refusal closes it with ``_AUTHENTICATION`` and the broker's reason.
 
 The embedded transport (``logstore.embedded``) provides the same methods
 without a socket: the client code above it cannot tell.
@@ -32,6 +34,7 @@ from typing import Any, Protocol
 
 from logstore._native import arena_bytes
 from logstore.client.errors import KafkaError, KafkaException, local
+from logstore.client.sasl import SaslSettings
 from logstore.protocol import SIZE, client_codec, encode_request_header, from_dict
 from logstore.protocol.produce import MAX_VERSION as PRODUCE_MAX_VERSION
 from logstore.protocol.produce import MIN_VERSION as PRODUCE_MIN_VERSION
@@ -40,6 +43,17 @@ from logstore.protocol.produce import Chunk, encode_produce_request
 _CORRELATION = struct.Struct(">i")
 API_VERSIONS = 18
 PRODUCE = 0
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+# A connection whose SASL session has a lifetime is replaced at this share of it: a new connection
+# authenticates, this one takes no more requests and closes once its answers are in (the broker
+# answers every request that arrives before the session ends).
+RENEW_AT = 0.85
+_SETUP_NAMES = {
+    API_VERSIONS: "ApiVersions",
+    SASL_HANDSHAKE: "SaslHandshake",
+    SASL_AUTHENTICATE: "SaslAuthenticate",
+}
 RECV_CHUNK = 256 * 1024
 FRAME_MAX = 1 << 30
 
@@ -59,6 +73,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     14: 5,  # SyncGroup
     15: 5,  # DescribeGroups
     16: 5,  # ListGroups (v5 filters by group type)
+    17: 1,  # SaslHandshake (v0 is the legacy exchange of raw tokens)
     18: 3,  # ApiVersions
     19: 7,  # CreateTopics
     20: 6,  # DeleteTopics
@@ -74,6 +89,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     32: 4,  # DescribeConfigs
     33: 2,  # AlterConfigs
     35: 4,  # DescribeLogDirs
+    36: 2,  # SaslAuthenticate
     37: 3,  # CreatePartitions
     42: 2,  # DeleteGroups
     43: 2,  # ElectLeaders
@@ -92,6 +108,13 @@ class Connection(Protocol):
 
     node_id: int
     closed: bool
+
+    @property
+    def stale(self) -> bool:
+        """Past its renewal time (a SASL session about to end): open a new one and retire this."""
+
+    def retire(self) -> None:
+        """Take no more requests; close once those in flight are answered."""
 
     def send(
         self,
@@ -193,6 +216,7 @@ class BrokerConnection:
         client_id: str,
         setup_timeout: float,
         request_timeout: float,
+        sasl: SaslSettings | None = None,
     ) -> None:
         self.node_id = node_id
         self.host = host
@@ -208,12 +232,16 @@ class BrokerConnection:
         self._correlation = itertools.count(1)
         self._versions: dict[int, tuple[int, int]] = {}
         self._chosen: dict[int, int] = {}
+        self.renew_at: float | None = None  # monotonic; set from a SASL session's lifetime
+        self._retiring = False
         self._sock = self._connect(setup_timeout)
         self._reader = threading.Thread(
             target=self._read_loop, name=f"logstore-conn-{self.where}", daemon=True
         )
         self._reader.start()
         self._handshake(setup_timeout)
+        if sasl is not None:
+            self._authenticate(sasl, setup_timeout)
 
     def _connect(self, timeout: float) -> socket.socket:
         deadline = time.monotonic() + timeout
@@ -250,11 +278,7 @@ class BrokerConnection:
         for version in (3, 0):
             self._chosen[API_VERSIONS] = version
             fields = {"client_software_name": "logstore", "client_software_version": "0.1.0"}
-            try:
-                response = self.send(API_VERSIONS, fields).result(timeout)
-            except TimeoutError:
-                self.close(local("_TIMED_OUT", f"{self.where}: no ApiVersions answer in {timeout:.1f} s"))
-                raise KafkaException(self.error or local("_TIMED_OUT")) from None
+            response = self._setup_request(API_VERSIONS, fields, timeout)
             if response.error_code == KafkaError.UNSUPPORTED_VERSION and version:  # type: ignore[attr-defined]
                 continue
             if response.error_code:
@@ -265,6 +289,59 @@ class BrokerConnection:
                 int(a.api_key): (int(a.min_version), int(a.max_version)) for a in response.api_keys
             }
             return
+
+    def _authenticate(self, sasl: SaslSettings, timeout: float) -> None:
+        """SaslHandshake v1, then SaslAuthenticate rounds until the mechanism is done (KIP-152)."""
+        handshake = self._setup_request(SASL_HANDSHAKE, {"mechanism": sasl.mechanism}, timeout)
+        if handshake.error_code:
+            offered = ", ".join(handshake.mechanisms) or "none"
+            self._refused(
+                f"the broker does not enable sasl.mechanism={sasl.mechanism} on this listener "
+                f"(it offers: {offered})"
+            )
+        steps = sasl.steps()
+        token = next(steps)
+        for _ in range(8):  # bounded: PLAIN takes one round, SCRAM two
+            answer = self._setup_request(SASL_AUTHENTICATE, {"auth_bytes": token}, timeout)
+            if answer.error_code:
+                reason = answer.error_message or KafkaError(int(answer.error_code)).str()
+                self._refused(f"{reason} (sasl.mechanism={sasl.mechanism}, sasl.username={sasl.username})")
+            try:
+                token = steps.send(bytes(answer.auth_bytes))
+            except StopIteration:
+                lifetime = answer.session_lifetime.total_seconds()
+                if lifetime > 0:  # connections.max.reauth.ms (KIP-368): renewed before it ends
+                    self.renew_at = time.monotonic() + lifetime * RENEW_AT
+                return
+            except ValueError as e:
+                self._refused(str(e))
+        self._refused(f"the {sasl.mechanism} exchange did not end")
+
+    def _setup_request(self, api_key: int, fields: dict[str, Any], timeout: float) -> Any:
+        """A request of the connection's set-up, answered within ``timeout`` or the connection closed."""
+        try:
+            return self.send(api_key, fields).result(timeout)
+        except TimeoutError:
+            name = _SETUP_NAMES[api_key]
+            self.close(local("_TIMED_OUT", f"{self.where}: no {name} answer in {timeout:.1f} s"))
+            raise KafkaException(self.error or local("_TIMED_OUT")) from None
+
+    def _refused(self, reason: str) -> None:
+        """Close with ``_AUTHENTICATION`` and raise it: this connection serves nothing."""
+        error = local("_AUTHENTICATION", f"{self.where}: SASL authentication failed: {reason}")
+        self.close(error)
+        raise KafkaException(error)
+
+    @property
+    def stale(self) -> bool:
+        return self.renew_at is not None and time.monotonic() >= self.renew_at
+
+    def retire(self) -> None:
+        with self._write_lock:  # after any write under way, so its answer is waited for
+            self._retiring = True
+            idle = not self._in_flight
+        if idle:
+            self.close(local("_DESTROY", f"{self.where}: retired (its SASL session is ending)"))
 
     def version(self, api_key: int) -> int:
         chosen = self._chosen.get(api_key)
@@ -410,6 +487,8 @@ class BrokerConnection:
             raise KafkaException(local("_BAD_MSG", f"{self.where}: undecodable answer")) from None
         if not future.done():
             future.set_result(response)
+        if self._retiring and not self._in_flight:
+            self.close(local("_DESTROY", f"{self.where}: retired (its SASL session is ending)"))
 
     def _expire(self) -> None:
         if not self._in_flight:

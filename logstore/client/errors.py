@@ -45,6 +45,7 @@ LOCAL_ERRORS: dict[str, tuple[int, str]] = {
     "_FATAL": (-150, "a fatal error: the client must be closed"),
     "_PURGE_QUEUE": (-152, "purged from the queue before it was sent"),
     "_NOT_CONFIGURED": (-145, "the functionality is not configured"),
+    "_AUTHENTICATION": (-169, "SASL authentication failed"),
     "_FENCED": (-144, "the producer was fenced by a newer instance"),
 }
 _LOCAL_BY_CODE = {code: (name, text) for name, (code, text) in LOCAL_ERRORS.items()}

@@ -125,8 +125,14 @@ def client_config(
     return config
 
 
-def produce_consume_confluent(config: dict[str, Any], count: int = 200, size: int = 100) -> None:
-    import confluent_kafka as ck
+def produce_consume_confluent(
+    config: dict[str, Any], count: int = 200, size: int = 100, client: Any = None
+) -> None:
+    """Produce ``count`` values and read them back in a group, with confluent-kafka or ``client``
+    (a module of the same shape: logstore.client)."""
+    import confluent_kafka
+
+    ck = client or confluent_kafka
 
     topic = f"t-{uuid.uuid4().hex[:10]}"
     errors: list[Any] = []
@@ -203,6 +209,68 @@ def test_confluent_kafka_produces_and_consumes(
 @pytest.mark.parametrize(("listener", "mechanism"), CASES, ids=[f"{name}-{m}" for name, m in CASES])
 def test_kafka_python_produces_and_consumes(secured: Secured, listener: str, mechanism: str | None) -> None:
     produce_consume_kafka_python(kafka_python_config(secured, listener, mechanism))
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_logstore_client_produces_and_consumes_over_sasl(secured: Secured, mechanism: str) -> None:
+    import logstore.client
+
+    produce_consume_confluent(client_config(secured, "SASL_PLAINTEXT", mechanism), client=logstore.client)
+
+
+def test_logstore_client_takes_a_java_jaas_config(secured: Secured) -> None:
+    """sasl.jaas.config as the Java client (and Spark's kafka.sasl.jaas.config) gives it."""
+    import logstore.client
+
+    config = client_config(secured, "SASL_PLAINTEXT", "SCRAM-SHA-512")
+    del config["sasl.username"], config["sasl.password"]
+    config["sasl.jaas.config"] = (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="carol" password="carol-pw";'
+    )
+    produce_consume_confluent(config, count=20, client=logstore.client)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_logstore_client_with_a_wrong_password_gets_an_authentication_error(
+    secured: Secured, mechanism: str
+) -> None:
+    """The broker's reason reaches the caller as _AUTHENTICATION (librdkafka's code), not as
+    brokers that are down: from a request, and in the producer's error_cb."""
+    from logstore.client import KafkaError, KafkaException, Producer
+    from logstore.client.admin import AdminClient
+
+    config = client_config(secured, "SASL_PLAINTEXT", mechanism, **{"sasl.password": "nope"})
+    with pytest.raises(KafkaException) as caught:
+        AdminClient(config).list_topics(timeout=10)
+    error = caught.value.args[0]
+    assert error.code() == KafkaError._AUTHENTICATION, error
+    assert "Authentication failed" in error.str() and f"sasl.mechanism={mechanism}" in error.str(), error
+    errors: list[Any] = []
+    producer = Producer({**config, "error_cb": errors.append})
+    producer.produce("never", b"x")
+    wait_until(lambda: producer.poll(0.2) >= 0 and any(e.code() == KafkaError._AUTHENTICATION for e in errors),
+               f"an authentication error in error_cb ({errors})", timeout=15)  # fmt: skip
+    producer.purge()
+    # the right password on the same listener works: the refusal was the password's
+    assert (
+        "t"
+        not in AdminClient(client_config(secured, "SASL_PLAINTEXT", mechanism)).list_topics(timeout=10).topics
+    )
+
+
+def test_logstore_client_asks_for_a_mechanism_the_listener_offers(secured: Secured) -> None:
+    """A PLAINTEXT listener enables no SASL mechanism: the handshake is refused, and the error says
+    what the listener offers."""
+    from logstore.client import KafkaError, KafkaException
+    from logstore.client.admin import AdminClient
+
+    config = client_config(
+        secured, "SASL_PLAINTEXT", "PLAIN", **{"bootstrap.servers": secured.at("PLAINTEXT")}
+    )
+    with pytest.raises(KafkaException) as caught:
+        AdminClient(config).list_topics(timeout=10)
+    error = caught.value.args[0]
+    assert error.code() == KafkaError._AUTHENTICATION and "sasl.mechanism=PLAIN" in error.str(), error
 
 
 def test_metadata_names_the_listener_the_client_came_in_on(secured: Secured) -> None:
@@ -555,13 +623,44 @@ def test_reauthentication(tmp_path: Any) -> None:
             assert client.scram("SCRAM-SHA-512", "gina", "gina-pw").error_code.value == 0
             time.sleep(1.2)  # 2.4 s after the first authentication
             assert client.answered(metadata_request())
-        # confluent-kafka re-authenticates by itself and keeps producing for 3 lifetimes.
+        # logstore's client renews its connections before their sessions end (a new connection,
+        # authenticated; the old one closed once its answers are in): nothing is cut off by the
+        # broker, nothing fails, for 3 lifetimes.
+        from logstore.client import Producer
+
         seen_before = len(broker.log_text())
         errors: list[Any] = []
+        delivered: list[Any] = []
+        ours = Producer({"bootstrap.servers": at, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "gina",
+                         "sasl.password": "gina-pw", "error_cb": errors.append, "linger.ms": 5})  # fmt: skip
+        deadline = time.monotonic() + 6.5
+        while time.monotonic() < deadline:
+            ours.produce("reauth", b"y", on_delivery=lambda err, msg: delivered.append(err))
+            ours.poll(0.05)
+        assert ours.flush(15) == 0
+        assert len(delivered) > 30 and all(err is None for err in delivered) and errors == [], (
+            errors,
+            delivered[:5],
+        )
+        log = broker.log_text()[seen_before:]
+        # (an idle connection's end is the broker's reaper, "not re-authenticated": Kafka's too)
+        assert "without re-authentication" not in log, log[-3000:]
+        logins = Counter(
+            line.split(" authenticated ")[0].rsplit(" ", 1)[-1]
+            for line in log.splitlines()
+            if "authenticated User:gina with SCRAM-SHA-512" in line
+        )
+        # every connection authenticates once; a lifetime of 2 s over 6.5 s takes 3 renewals
+        assert len(logins) >= 4 and max(logins.values()) == 1, logins
+        ours.close()
+        # confluent-kafka re-authenticates by itself and keeps producing for 3 lifetimes.
+        seen_before = len(broker.log_text())
+        errors.clear()
+        delivered.clear()
         producer = ck.Producer({"bootstrap.servers": at, "security.protocol": "SASL_PLAINTEXT",
                                 "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "gina",
                                 "sasl.password": "gina-pw", "error_cb": errors.append})  # fmt: skip
-        delivered: list[Any] = []
         deadline = time.monotonic() + 6.5
         while time.monotonic() < deadline:
             producer.produce("reauth", b"x", on_delivery=lambda err, msg: delivered.append(err))
