@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import Any
 
-from security_bench import RECORD_BYTES, SecureBroker
+from security_bench import RECORD_BYTES, Figures, SecureBroker
 
 SCRAM = {
     "security.protocol": "SASL_PLAINTEXT",
@@ -85,11 +85,8 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="client-sasl-bench-")
     broker = SecureBroker(workdir)
     broker.start()
-    figures: dict[str, list[float]] = {}
-
-    def note(name: str, value: float, unit: str) -> None:
-        figures.setdefault(name, []).append(value)
-        print(f"  {name}: {value:,.2f} {unit}", file=sys.stderr, flush=True)
+    figures = Figures()
+    note = figures.note
 
     plain = {"bootstrap.servers": broker.at("PLAINTEXT")}
     scram = {"bootstrap.servers": broker.at("SASL_PLAINTEXT"), **SCRAM}
@@ -116,11 +113,7 @@ def main() -> None:
     finally:
         broker.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    print("\nmedians over runs:")
-    width = max(len(name) for name in figures)
-    for name, values in figures.items():
-        runs = ", ".join(f"{v:,.3f}" for v in values)
-        print(f"  {name.ljust(width)}  {statistics.median(values):>14,.3f}  (runs: {runs})")
+    figures.print_medians()
 
 
 if __name__ == "__main__":

@@ -49,6 +49,27 @@ RECORD_BYTES = 100
 TIMEOUT_S = 300.0
 
 
+class Figures:
+    """Figures by name, one per run: each printed as it comes, their medians at the end."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[float]] = {}
+
+    def note(self, name: str, value: float, unit: str) -> None:
+        self.values.setdefault(name, []).append(value)
+        print(f"  {name}: {value:,.2f} {unit}", file=sys.stderr, flush=True)
+
+    def __getitem__(self, name: str) -> list[float]:
+        return self.values[name]
+
+    def print_medians(self) -> None:
+        print("\nmedians over runs:")
+        width = max(len(name) for name in self.values)
+        for name, values in self.values.items():
+            runs = ", ".join(f"{v:,.3f}" for v in values)
+            print(f"  {name.ljust(width)}  {statistics.median(values):>14,.3f}  (runs: {runs})")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -254,11 +275,8 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="security-bench-")
     broker = SecureBroker(workdir)
     broker.start()
-    figures: dict[str, list[float]] = {}
-
-    def note(name: str, value: float, unit: str) -> None:
-        figures.setdefault(name, []).append(value)
-        print(f"  {name}: {value:,.2f} {unit}", file=sys.stderr, flush=True)
+    figures = Figures()
+    note = figures.note
 
     try:
         for run in range(1, args.runs + 1):
@@ -298,12 +316,7 @@ def main() -> None:
     finally:
         broker.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    print("\nmedians over runs:")
-    width = max(len(name) for name in figures)
-    for name, values in figures.items():
-        print(
-            f"  {name.ljust(width)}  {statistics.median(values):>14,.3f}  (runs: {', '.join(f'{v:,.3f}' for v in values)})"
-        )
+    figures.print_medians()
     produce_ratio = statistics.median(figures["produce TLS/plaintext"])
     consume_ratio = statistics.median(figures["consume TLS/plaintext"])
     login = statistics.median(figures["SCRAM-SHA-512 login, client PBKDF2 each time, median ms"])
