@@ -24,7 +24,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from logstore.client.sasl import MECHANISMS as SASL_MECHANISMS
 from logstore.errors import InvalidConfigError
+from logstore.security.plain import PLAIN_LOGIN_MODULE, parse_jaas
+from logstore.security.scram import SCRAM_LOGIN_MODULE
 
 ALL = frozenset({"producer", "consumer", "admin"})
 P = frozenset({"producer"})
@@ -66,7 +69,7 @@ def _keys() -> list[Key]:
         Key("socket.receive.buffer.bytes", "int", 0, low=0),
         Key("allow.auto.create.topics", "bool", True),
         Key("security.protocol", "enum:plaintext|PLAINTEXT|sasl_plaintext|SASL_PLAINTEXT", "plaintext"),
-        Key("sasl.mechanism", "enum:PLAIN|SCRAM-SHA-256|SCRAM-SHA-512", "PLAIN"),
+        Key("sasl.mechanism", "enum:" + "|".join(SASL_MECHANISMS), "PLAIN"),
         Key("sasl.username", "str", None),
         Key("sasl.password", "str", None),
         Key("sasl.jaas.config", "str", None),  # Java's form: username and password taken from it
@@ -209,8 +212,6 @@ def _coerce(key: Key, value: Any) -> Any:
     assert kind.startswith("enum:"), kind
     allowed = kind[5:].split("|")
     text = str(value).strip()
-    if name == "security.protocol" and text.upper() in ("SSL", "SASL_SSL"):
-        raise ConfigError(f"security.protocol={value!r}: {_NO_TLS}")
     if text not in allowed and text.lower() not in allowed:
         raise ConfigError(f"{name}={value!r} is not one of {', '.join(allowed)}")
     return text if text in allowed else text.lower()
@@ -232,13 +233,11 @@ def _credentials_from_jaas(values: dict[str, Any]) -> None:
     """``sasl.username``/``sasl.password`` from ``sasl.jaas.config`` where not given themselves, as
     Kafka's Java client (and Spark's Kafka connector, as ``kafka.sasl.jaas.config``) take them:
     ``org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";``."""
-    from logstore.security.plain import parse_jaas
-
     try:
         modules = parse_jaas(values["sasl.jaas.config"])
     except InvalidConfigError as e:
         raise ConfigError(str(e)) from None
-    options = next((o for module, _, o in modules if module.endswith(_LOGIN_MODULES)), None)
+    options = next((o for module, _, o in modules if module in _LOGIN_MODULES), None)
     if options is None or "username" not in options or "password" not in options:
         raise ConfigError(
             "sasl.jaas.config: logstore's client takes username and password from a PlainLoginModule "
@@ -248,7 +247,7 @@ def _credentials_from_jaas(values: dict[str, Any]) -> None:
     values["sasl.password"] = values.get("sasl.password") or options["password"]
 
 
-_LOGIN_MODULES = (".PlainLoginModule", ".ScramLoginModule")
+_LOGIN_MODULES = (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE)
 
 
 class ClientConfig(Mapping[str, Any]):
@@ -271,8 +270,10 @@ class ClientConfig(Mapping[str, Any]):
             if not isinstance(raw_name, str):
                 raise ConfigError(f"config keys are strings, not {raw_name!r}")
             name = ALIASES.get(raw_name, raw_name)
-            if name.startswith(("ssl.", "enable.ssl.")):
-                raise ConfigError(f"{raw_name}: {_NO_TLS}")
+            if name.startswith(("ssl.", "enable.ssl.")) or (
+                name == "security.protocol" and str(value).strip().upper() in ("SSL", "SASL_SSL")
+            ):
+                raise ConfigError(f"{raw_name}={value!r}: {_NO_TLS}")
             if name.startswith("default.topic.config"):
                 continue
             key = KEYS.get(name)

@@ -341,7 +341,10 @@ class BrokerConnection:
             self._retiring = True
             idle = not self._in_flight
         if idle:
-            self.close(local("_DESTROY", f"{self.where}: retired (its SASL session is ending)"))
+            self._close_retired()
+
+    def _close_retired(self) -> None:
+        self.close(local("_DESTROY", f"{self.where}: retired (its SASL session is ending)"))
 
     def version(self, api_key: int) -> int:
         chosen = self._chosen.get(api_key)
@@ -488,7 +491,7 @@ class BrokerConnection:
         if not future.done():
             future.set_result(response)
         if self._retiring and not self._in_flight:
-            self.close(local("_DESTROY", f"{self.where}: retired (its SASL session is ending)"))
+            self._close_retired()
 
     def _expire(self) -> None:
         if not self._in_flight:

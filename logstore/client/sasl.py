@@ -21,7 +21,7 @@ confluent-kafka has the same API for those listeners.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import Any, NamedTuple
 
 from logstore.security.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -39,7 +39,7 @@ class SaslSettings(NamedTuple):
     password: str
 
     @classmethod
-    def from_config(cls, config: Any) -> SaslSettings | None:
+    def from_config(cls, config: Mapping[str, Any]) -> SaslSettings | None:
         """The settings of a checked client config; None unless ``security.protocol=sasl_plaintext``."""
         if config["security.protocol"] != "sasl_plaintext":
             return None

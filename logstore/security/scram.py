@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 from logstore.security.errors import SaslAuthenticationError
 
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 

@@ -125,9 +125,7 @@ def client_config(
     return config
 
 
-def produce_consume_confluent(
-    config: dict[str, Any], count: int = 200, size: int = 100, client: Any = None
-) -> None:
+def produce_consume(config: dict[str, Any], count: int = 200, size: int = 100, client: Any = None) -> None:
     """Produce ``count`` values and read them back in a group, with confluent-kafka or ``client``
     (a module of the same shape: logstore.client)."""
     import confluent_kafka
@@ -203,7 +201,7 @@ CASES = [
 def test_confluent_kafka_produces_and_consumes(
     secured: Secured, listener: str, mechanism: str | None
 ) -> None:
-    produce_consume_confluent(client_config(secured, listener, mechanism))
+    produce_consume(client_config(secured, listener, mechanism))
 
 
 @pytest.mark.parametrize(("listener", "mechanism"), CASES, ids=[f"{name}-{m}" for name, m in CASES])
@@ -215,7 +213,7 @@ def test_kafka_python_produces_and_consumes(secured: Secured, listener: str, mec
 def test_logstore_client_produces_and_consumes_over_sasl(secured: Secured, mechanism: str) -> None:
     import logstore.client
 
-    produce_consume_confluent(client_config(secured, "SASL_PLAINTEXT", mechanism), client=logstore.client)
+    produce_consume(client_config(secured, "SASL_PLAINTEXT", mechanism), client=logstore.client)
 
 
 def test_logstore_client_takes_a_java_jaas_config(secured: Secured) -> None:
@@ -227,7 +225,7 @@ def test_logstore_client_takes_a_java_jaas_config(secured: Secured) -> None:
     config["sasl.jaas.config"] = (
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="carol" password="carol-pw";'
     )
-    produce_consume_confluent(config, count=20, client=logstore.client)
+    produce_consume(config, count=20, client=logstore.client)
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
@@ -252,10 +250,7 @@ def test_logstore_client_with_a_wrong_password_gets_an_authentication_error(
                f"an authentication error in error_cb ({errors})", timeout=15)  # fmt: skip
     producer.purge()
     # the right password on the same listener works: the refusal was the password's
-    assert (
-        "t"
-        not in AdminClient(client_config(secured, "SASL_PLAINTEXT", mechanism)).list_topics(timeout=10).topics
-    )
+    assert AdminClient(client_config(secured, "SASL_PLAINTEXT", mechanism)).list_topics(timeout=10).brokers
 
 
 def test_logstore_client_asks_for_a_mechanism_the_listener_offers(secured: Secured) -> None:
@@ -374,7 +369,7 @@ def test_a_plaintext_client_on_a_tls_port_is_closed_and_the_broker_serves_on(sec
     with SaslWire(secured.at("SSL")) as client:
         client.sock.sendall(os.urandom(4096))
         assert client.is_closed()
-    produce_consume_confluent(client_config(secured, "SSL"), count=10)
+    produce_consume(client_config(secured, "SSL"), count=10)
 
 
 # -- SASL failures -----------------------------------------------------------------------------------
@@ -488,7 +483,7 @@ def test_users_cli_over_the_wire(secured: Secured) -> None:
     assert lines[0].split() == ["USER", "MECHANISM", "ITERATIONS"]
     assert ["dave", "SCRAM-SHA-256", "8192"] in [line.split() for line in lines]
     assert ["carol", "SCRAM-SHA-512", "4096"] in [line.split() for line in lines]
-    produce_consume_confluent(
+    produce_consume(
         client_config(
             secured, "SASL_SSL", "SCRAM-SHA-256", **{"sasl.username": "dave", "sasl.password": "dave-pw"}
         ),

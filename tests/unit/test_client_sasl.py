@@ -44,7 +44,7 @@ def test_plaintext_by_default_and_sasl_when_asked() -> None:
     [
         ({"security.protocol": "SSL"}, "not TLS; for a TLS listener use confluent-kafka"),
         ({"security.protocol": "SASL_SSL"}, "not TLS"),
-        ({"ssl.ca.location": "/etc/ca.pem"}, "ssl.ca.location: logstore's client .* not TLS"),
+        ({"ssl.ca.location": "/etc/ca.pem"}, "ssl.ca.location='/etc/ca.pem': logstore's client .* not TLS"),
         ({"enable.ssl.certificate.verification": "false"}, "not TLS"),
         ({"security.protocol": "SASL_PLAINTEXT", "sasl.username": "u"}, "needs sasl.username and sasl.password"),
         ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI", "sasl.username": "u",
