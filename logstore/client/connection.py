@@ -309,9 +309,10 @@ class BrokerConnection:
             try:
                 token = steps.send(bytes(answer.auth_bytes))
             except StopIteration:
-                lifetime = answer.session_lifetime.total_seconds()
-                if lifetime > 0:  # connections.max.reauth.ms (KIP-368): renewed before it ends
-                    self.renew_at = time.monotonic() + lifetime * RENEW_AT
+                # connections.max.reauth.ms (KIP-368), renewed before it ends; v0 answers have none
+                lifetime = getattr(answer, "session_lifetime", None)
+                if lifetime is not None and lifetime.total_seconds() > 0:
+                    self.renew_at = time.monotonic() + lifetime.total_seconds() * RENEW_AT
                 return
             except ValueError as e:
                 self._refused(str(e))

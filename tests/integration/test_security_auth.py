@@ -216,6 +216,20 @@ def test_logstore_client_produces_and_consumes_over_sasl(secured: Secured, mecha
     produce_consume(client_config(secured, "SASL_PLAINTEXT", mechanism), client=logstore.client)
 
 
+def test_logstore_client_authenticates_with_saslauthenticate_v0(
+    secured: Secured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker older than KIP-368 answers SaslAuthenticate v0, which has no session lifetime."""
+    import logstore.client.connection as connection
+    from logstore.client.admin import AdminClient
+
+    monkeypatch.setitem(connection.CLIENT_MAX_VERSIONS, connection.SASL_AUTHENTICATE, 0)
+    for mechanism in ("PLAIN", "SCRAM-SHA-512"):
+        admin = AdminClient(client_config(secured, "SASL_PLAINTEXT", mechanism))
+        assert admin.list_topics(timeout=10).brokers
+        admin.close()
+
+
 def test_logstore_client_takes_a_java_jaas_config(secured: Secured) -> None:
     """sasl.jaas.config as the Java client (and Spark's kafka.sasl.jaas.config) gives it."""
     import logstore.client
