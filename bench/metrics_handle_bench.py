@@ -69,7 +69,8 @@ async def _measure(requests: int, repeats: int) -> dict[str, float]:
     from kio.schema.produce.v9 import request as produce
 
     from logstore.broker.config import BrokerConfig
-    from logstore.broker.server import Broker, Connection
+    from logstore.broker.network.connection import Connection
+    from logstore.broker.server import Broker
     from logstore.records import build_batch
 
     data_dir = tempfile.mkdtemp(prefix="logstore-metrics-handle-")

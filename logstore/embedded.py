@@ -12,8 +12,11 @@ request is the same frame a socket would carry, handed to
 is the TCP client's, byte for byte, and so are the semantics: groups,
 commits, idempotence, long-polling fetches.
 
-This module is the one place that sees both the client and the broker; the
-client finds it by name (``logstore.client.cluster.transport_for``).
+This module is the one place that sees both the client and the broker. The
+client never imports it: it registers itself as the ``embedded`` transport
+(``logstore.client.cluster.register_transport``) when imported, and the
+package names it in its ``logstore.transports`` entry points, which the client
+loads when a config first asks for ``embedded://``.
 """
 
 from __future__ import annotations
@@ -25,12 +28,15 @@ import threading
 from concurrent.futures import Future
 from typing import Any, ClassVar
 
+from logstore.broker.apis import registry
 from logstore.broker.config import BrokerConfig
 from logstore.broker.server import Broker
+from logstore.client.cluster import EMBEDDED, register_transport
 from logstore.client.config import ClientConfig, ConfigError
-from logstore.client.connection import decode_response, encode_request, negotiated
+from logstore.client.connection import decode_response, negotiated
 from logstore.client.errors import KafkaException, local
 from logstore.protocol import DeferredFrame, FileRegion
+from logstore.protocol.requests import encode_request
 from logstore.storage.manager import Store
 
 PREFIX = "embedded://"
@@ -129,7 +135,7 @@ class EmbeddedBroker:
         """
         if self.closing:
             raise ConnectionError("the embedded broker is closing")
-        chunks = await self.broker.handle(memoryview(frame)[4:], self.peer)  # type: ignore[arg-type]
+        chunks = await self.broker.handle(memoryview(frame)[4:], self.peer)
         if chunks is None:
             return None
         parts: list[bytes | bytearray | FileRegion] = []
@@ -264,9 +270,10 @@ def transport(config: ClientConfig) -> EmbeddedTransport:
 
 
 def _registry() -> dict[int, Any]:
-    from logstore.broker.apis import registry
-
     return registry()
+
+
+register_transport(EMBEDDED, transport)
 
 
 __all__ = ["EmbeddedBroker", "EmbeddedConnection", "EmbeddedTransport", "transport"]

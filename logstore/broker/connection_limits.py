@@ -41,7 +41,8 @@ from logstore.broker.quotas import DEFAULT, Rate
 from logstore.errors import InvalidConfigError
 
 if TYPE_CHECKING:
-    from logstore.broker.server import Broker, Connection
+    from logstore.broker.network.connection import Connection
+    from logstore.broker.server import Broker
 
 _log = logging.getLogger("logstore.broker")
 

@@ -7,7 +7,7 @@ after any failure; a request that fails raises :class:`ChannelError` and the
 caller backs off (``replica.fetch.backoff.ms``) before trying again.
 
 Requests are dicts of kio field values, encoded and decoded by the same
-codecs the client uses (:mod:`logstore.client.connection`), so the broker
+codecs the client uses (:mod:`logstore.protocol.requests`), so the broker
 speaks to its peers exactly as any Kafka client speaks to it.
 """
 
@@ -18,8 +18,7 @@ import itertools
 import struct
 from typing import Any
 
-from logstore.client.connection import decode_response, encode_request
-from logstore.client.errors import KafkaException
+from logstore.protocol.requests import ResponseError, decode_response, encode_request
 
 _SIZE = struct.Struct(">i")
 _FRAME_MAX = 256 * 1024 * 1024  # a fetch answer is bounded by replica.fetch.response.max.bytes
@@ -50,7 +49,7 @@ class BrokerChannel:
         async with self._lock:
             try:
                 return await asyncio.wait_for(self._round_trip(api_key, version, fields), timeout)
-            except (TimeoutError, OSError, asyncio.IncompleteReadError, KafkaException) as e:
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, ResponseError) as e:
                 self.close()
                 raise ChannelError(f"{self}: API {api_key} v{version} failed: {e!r}") from None
 

@@ -26,6 +26,9 @@ class Purgatory:
 
     def __init__(self) -> None:
         self._waiters: dict[Hashable, set[asyncio.Future[None]]] = {}
+        # Notifications so far: a fetch that read before it waits, with an await between (a
+        # pipelined long poll starts its wait in a task of its own), reads again when this moved.
+        self.notified = 0
 
     async def wait(self, keys: Iterable[Hashable], timeout: float) -> bool:
         """Wait until one of ``keys`` is notified (True) or ``timeout`` seconds pass (False)."""
@@ -50,6 +53,7 @@ class Purgatory:
 
     def notify(self, key: Hashable) -> None:
         """Wake every fetch waiting on ``key`` (called after each append)."""
+        self.notified += 1
         waiters = self._waiters.get(key)
         if waiters:
             for future in waiters:

@@ -62,16 +62,11 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from logstore.protocol import API_VERSIONS_KEY, DeferredBody, FileRegion, RawBody, build, encode_response
+from logstore.protocol import Codec, DeferredBody, FileRegion, RawBody, build, encode_response
 from logstore.protocol.primitives import SIZE
 from logstore.storage.checkpoints import read_json, write_atomically
-
-if TYPE_CHECKING:
-    from logstore.broker.apis import Api
-    from logstore.broker.server import RequestContext
-    from logstore.protocol import Codec
 
 _log = logging.getLogger("logstore.broker.quotas")
 
@@ -371,55 +366,21 @@ class ClientQuotas:
 
     # -- serving -------------------------------------------------------------------------------
 
-    async def serve(
-        self, api: Api, codec_: Codec, ctx: RequestContext, request: Any, request_bytes: int
-    ) -> list[Any] | None:
-        """Serve one request under the quotas of its (user, client id): the response frame's
-        chunks, with ``throttle_time_ms`` set, and the connection told how long to stay muted."""
-        header = ctx.header
-        connection = ctx.connection
-        quotas = self.resolve(connection.principal.name, header.client_id or "")
-        key = header.api_key
-        if not quotas or key in EXEMPT_APIS:
-            response = await api.handle(ctx, request)
-            if response is None:
-                return None
-            return encode_response(codec_, header.correlation_id, response, header_v0=key == API_VERSIONS_KEY)
-        timed = _Timed(api.handle(ctx, request)) if REQUEST in quotas else None
-        response = await (timed if timed is not None else api.handle(ctx, request))
-        now_ms = time.monotonic() * 1000
-        throttle = 0
-        if timed is not None:
-            percent = timed.ns * 100 / 1e9  # % of one thread, x seconds: a rate per second is a percentage
-            throttle = self._recorded(quotas, REQUEST, percent, now_ms)
-        if key == 0:
-            throttle = max(throttle, self._recorded(quotas, PRODUCE, request_bytes, now_ms))
-        is_consumer_fetch = key == 1 and _replica_id(request) < 0
-        if response is None:
-            chunks = None
-        elif is_consumer_fetch:
-            chunks = encode_response(codec_, header.correlation_id, response)
-            size = sum(len(chunk) for chunk in chunks)
-            throttle = max(throttle, self._recorded(quotas, FETCH, size, now_ms))
-            if throttle and header.api_version >= 1:
-                # Kafka's KafkaApis: a throttled fetch is answered empty, its bytes taken back off
-                # the rate (``unrecordQuotaSensor``); the consumer asks for the same offsets again
-                # once the throttle time has passed.
-                self.unrecord(quotas, FETCH, size, now_ms)
-                for chunk in chunks:
-                    if isinstance(chunk, FileRegion):
-                        chunk.close()
-                empty = _throttled_fetch(codec_, request, throttle)
-                chunks = encode_response(codec_, header.correlation_id, empty)
-        else:
-            if throttle:
-                response = with_throttle(response, throttle, key, header.api_version, codec_.flexible)
-            chunks = encode_response(
-                codec_, header.correlation_id, response, header_v0=key == API_VERSIONS_KEY
-            )
-        if throttle:
-            connection.throttle(throttle, header.api_version >= KIP219_VERSIONS.get(key, 0))
-        return chunks
+    def charge(
+        self, user: str, client_id: str, api_key: int, version: int, request: Any, request_bytes: int
+    ) -> QuotaCharge | None:
+        """What one request owes the quotas of its (user, client id); None when none applies.
+
+        The dispatcher (dispatch.py) runs the handler through :meth:`QuotaCharge.timed`, then
+        asks :meth:`QuotaCharge.response` and :meth:`QuotaCharge.chunks` for the throttled answer.
+        """
+        if api_key in EXEMPT_APIS:
+            return None
+        quotas = self.resolve(user, client_id)
+        if not quotas:
+            return None
+        consumer_fetch = api_key == 1 and _replica_id(request) < 0
+        return QuotaCharge(self, quotas, api_key, version, request_bytes, consumer_fetch)
 
     def _recorded(self, quotas: Mapping[str, Resolved], quota: str, value: float, now_ms: float) -> int:
         """:meth:`record`, and the throttle it decides reported to :attr:`on_throttle`."""
@@ -557,6 +518,93 @@ def _is_ip(name: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+class QuotaCharge:
+    """One request's charge against the quotas that apply to it (see :meth:`ClientQuotas.charge`).
+
+    Steps, in the dispatcher's order: :meth:`timed` wraps the handler (``request_percentage``:
+    the time of its steps, not its waits); :meth:`response` records the request time and the
+    Produce bytes and writes the throttle into the response; :meth:`chunks` records a
+    consumer fetch's response bytes and, over the quota, swaps the answer for an empty one
+    (Kafka's ``getThrottledResponse``). :attr:`throttle_ms` is then what the connection mutes
+    for (:attr:`client_throttles`: after the answer, KIP-219; else the answer waits).
+    """
+
+    __slots__ = (
+        "_quotas", "_resolved", "_timed", "api_key", "consumer_fetch", "request_bytes", "throttle_ms", "version",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        quotas: ClientQuotas,
+        resolved: Mapping[str, Resolved],
+        api_key: int,
+        version: int,
+        request_bytes: int,
+        consumer_fetch: bool,
+    ) -> None:
+        self._quotas = quotas
+        self._resolved = resolved
+        self._timed: _Timed | None = None
+        self.api_key = api_key
+        self.version = version
+        self.request_bytes = request_bytes
+        self.consumer_fetch = consumer_fetch  # throttled by its response's size (chunks)
+        self.throttle_ms = 0
+
+    @property
+    def client_throttles(self) -> bool:
+        """The client backs off by itself (a KIP-219 version): mute after answering, not before."""
+        return self.version >= KIP219_VERSIONS.get(self.api_key, 0)
+
+    def timed(self, coro: Awaitable[Any]) -> Awaitable[Any]:
+        """``coro``, its steps timed when ``request_percentage`` applies (a deferred wait too)."""
+        if REQUEST not in self._resolved:
+            return coro
+        if self._timed is None:
+            self._timed = _Timed(coro)
+            return self._timed
+        timed = _Timed(coro)  # the deferred part of the same request: one total
+        timed.ns = self._timed.ns
+        self._timed = timed
+        return timed
+
+    def response(self, response: Any, flexible: bool) -> Any:
+        """Record the request's time and Produce bytes; ``response`` with the throttle written in
+        (a consumer fetch's throttle is written by :meth:`chunks`, once its size is known)."""
+        now_ms = time.monotonic() * 1000
+        quotas = self._quotas
+        if self._timed is not None:
+            percent = (
+                self._timed.ns * 100 / 1e9
+            )  # % of one thread, x seconds: a rate per second is a percentage
+            self.throttle_ms = quotas._recorded(self._resolved, REQUEST, percent, now_ms)
+        if self.api_key == 0:
+            produced = quotas._recorded(self._resolved, PRODUCE, self.request_bytes, now_ms)
+            self.throttle_ms = max(self.throttle_ms, produced)
+        if self.throttle_ms and response is not None and not self.consumer_fetch:
+            return with_throttle(response, self.throttle_ms, self.api_key, self.version, flexible)
+        return response
+
+    def chunks(self, chunks: list[Any], codec_: Codec, request: Any, correlation_id: int) -> list[Any]:
+        """A consumer fetch's encoded answer, or the empty one that replaces it when throttled."""
+        if not self.consumer_fetch:
+            return chunks
+        now_ms = time.monotonic() * 1000
+        quotas = self._quotas
+        size = sum(len(chunk) for chunk in chunks)
+        self.throttle_ms = max(self.throttle_ms, quotas._recorded(self._resolved, FETCH, size, now_ms))
+        if not self.throttle_ms or self.version < 1:
+            return chunks
+        # Kafka's KafkaApis: a throttled fetch is answered empty, its bytes taken back off the
+        # rate (``unrecordQuotaSensor``); the consumer asks for the same offsets again once the
+        # throttle time has passed.
+        quotas.unrecord(self._resolved, FETCH, size, now_ms)
+        for chunk in chunks:
+            if isinstance(chunk, FileRegion):
+                chunk.close()
+        return encode_response(codec_, correlation_id, _throttled_fetch(codec_, request, self.throttle_ms))
 
 
 # -- throttle_time_ms in a response -------------------------------------------------------------

@@ -1,12 +1,8 @@
-"""The broker: asyncio connections, request dispatch, and the state the APIs share.
+"""The broker: the state the APIs share, its listeners and its lifecycle.
 
-Each connection reads frames as they arrive and serves them one at a time,
-in order (Kafka mutes a channel while its request is processed, so a
-response never overtakes an earlier one). A frame larger than
-``socket.request.max.bytes``, a negative size, an unknown API or version,
-or a body kio cannot decode closes that connection with a log line; other
-connections are not affected. A connection idle for
-``connections.max.idle.ms`` (a client stalled mid-frame included) is closed.
+Connections (network/connection.py) read request frames and hand them to
+the :class:`~logstore.broker.dispatch.Dispatcher` this broker builds (the one
+path of every request: decode, quota, handle, encode, metrics).
 """
 
 from __future__ import annotations
@@ -20,38 +16,27 @@ import time
 import typing
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from logstore.broker.apis import registry
+from logstore.broker.apis.api_versions import unsupported_version
 from logstore.broker.config import BrokerConfig
 from logstore.broker.connection_limits import ConnectionLimits
 from logstore.broker.controller import ClusterLink, LocalController, NotJoined, TopicController
+from logstore.broker.dispatch import Dispatcher
 from logstore.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
 from logstore.broker.fetch_session import FetchSessionCache
 from logstore.broker.legacy_topic_configs import LegacyTopicConfigs
 from logstore.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from logstore.broker.metrics import BrokerMetrics
 from logstore.broker.metrics_http import MetricsServer, parse_metrics_listener
+from logstore.broker.network.connection import Connection
 from logstore.broker.producers import ProducerIds
 from logstore.broker.quotas import ClientQuotas, FileQuotaStore
 from logstore.broker.replica_fetcher import FetcherSettings
 from logstore.broker.replica_manager import ReplicaManager
 from logstore.broker.txn_verification import TransactionVerifier
 from logstore.errors import InvalidConfigError
-from logstore.protocol import (
-    API_VERSIONS_KEY,
-    HEADER,
-    DeferredFrame,
-    FileRegion,
-    ProtocolError,
-    RequestHeader,
-    codec,
-    encode_response,
-    parse_header,
-)
-from logstore.protocol.framing import Frame, FrameReader, FrameSizeError
-from logstore.security import ANONYMOUS, KafkaPrincipal
 from logstore.security.authorizer import Authorizer, build_authorizer
 from logstore.security.listeners import BrokerSecurity
 from logstore.storage.checkpoints import write_atomically
@@ -64,337 +49,11 @@ if typing.TYPE_CHECKING:
     from logstore.coordinator import GroupCoordinator
     from logstore.coordinator.transactions import TransactionCoordinator
     from logstore.security.credentials import CredentialStore
-    from logstore.security.sasl import SaslSession
 
 _log = logging.getLogger("logstore.broker")
 
+
 # Response chunks that can wait in Connection._pending as they are.
-_QUEUEABLE = (bytes, bytearray, DeferredFrame)  # bytearrays: fresh ResponseBuffer frames
-
-# Pause reading from a client once this many request bytes wait unserved.
-QUEUED_BYTES_MAX = 64 * 1024 * 1024
-
-# Why a connection's reading is paused (Connection._holds, a bit set): too many request
-# bytes queued, muted by a quota (KIP-219), parked by a connection limit (connection_limits.py).
-_QUEUE_FULL, _MUTED, _PARKED = 1, 2, 4
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
-@dataclass(slots=True)
-class RequestContext:
-    """What a handler knows about the request it serves."""
-
-    broker: Broker
-    connection: Connection
-    header: RequestHeader
-
-    @property
-    def version(self) -> int:
-        return self.header.api_version
-
-    @property
-    def principal(self) -> KafkaPrincipal:
-        """Who sent the request: ``User:ANONYMOUS`` until TLS or SASL authenticates the connection."""
-        return self.connection.principal
-
-
-class Connection(asyncio.BufferedProtocol):
-    """One client connection: frames in (see framing.py), responses out in request order."""
-
-    def __init__(
-        self, broker: Broker, listener_name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT"
-    ) -> None:
-        self.broker = broker
-        self.transport: asyncio.Transport | None = None
-        self.peer = "?"
-        self.client_host = "?"
-        self.listener_name = listener_name
-        self.security_protocol = security_protocol
-        self.principal: KafkaPrincipal = ANONYMOUS
-        self.tls = False  # no zero-copy sendfile through TLS
-        self.sasl: SaslSession | None = None  # set on SASL listeners (logstore/security/sasl.py)
-        self.closed = False
-        self.last_active = time.monotonic()
-        self.busy = False
-        self._reader = FrameReader(broker.config.socket_request_max_bytes)
-        # Frames not yet served, oldest first. A list, not a deque: an idle connection's empty
-        # list is 56 bytes where a deque allocates a 600-byte block (docs/quotas.md, idle cost).
-        self._frames: list[Frame] = []
-        self._queued = 0
-        self._holds = 0  # _QUEUE_FULL | _MUTED | _PARKED
-        # Quotas (quotas.py): the throttle of the request being served, and the mute's end.
-        self._throttle_ms = 0
-        self._throttle_after = True
-        self._unmute: asyncio.Future[None] | None = None
-        # Connection limits (connection_limits.py): the IP counted, and whether a slot was taken.
-        self.limit_ip: str | None = None
-        self.admitted = False
-        # The serving task's wait for frames: a future made only while it waits (an Event
-        # would hold a waiter deque on every idle connection).
-        self._waiter: asyncio.Future[None] | None = None
-        # The transport's write buffer is over its high-water mark (pause_writing); a sender
-        # waits for resume_writing on a future made only then.
-        self._write_paused = False
-        self._drained: asyncio.Future[None] | None = None
-        # Responses not yet written (see _flush_pending); a DeferredFrame is encoded then.
-        self._pending: list[bytes | bytearray | DeferredFrame] = []
-        self._task: asyncio.Task[None] | None = None
-
-    # -- asyncio.Protocol --------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports implement asyncio.Transport without subclassing it.
-        self.transport = typing.cast(asyncio.Transport, transport)
-        peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.client_host = peer[0] if isinstance(peer, tuple) else str(peer)
-        self.broker.connections.add(self)
-        self.broker.metrics.connection_opened(self.listener_name)
-        if self.security_protocol != "PLAINTEXT":
-            self.broker.security.on_connect(self, transport)
-        self._task = asyncio.get_running_loop().create_task(self._serve())
-        self.broker.connection_limits.on_connect(self)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self._reader.get_buffer()
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.last_active = time.monotonic()
-        try:
-            frames = self._reader.buffer_updated(nbytes)
-        except FrameSizeError as e:
-            self.close(str(e), abort=True)
-            return
-        for frame in frames:
-            self._frames.append(frame)
-            self._queued += len(frame)
-        if frames and self._waiter is not None:
-            _resolve(self._waiter)
-        if self._queued > QUEUED_BYTES_MAX and not self._holds & _QUEUE_FULL:
-            self._hold(_QUEUE_FULL)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.broker.connections.discard(self)
-        self.broker.metrics.connection_closed(self.listener_name)
-        self.broker.connection_limits.on_close(self)
-        if self._unmute is not None:
-            _resolve(self._unmute)
-        if self._waiter is not None:
-            _resolve(self._waiter)
-        self._write_paused = False
-        if self._drained is not None:
-            _resolve(self._drained)
-
-    def pause_writing(self) -> None:
-        self._write_paused = True
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        if self._drained is not None:
-            _resolve(self._drained)
-
-    # -- serving -----------------------------------------------------------
-
-    async def _serve(self) -> None:
-        frame: Frame | None = None
-        chunks: list[Any] | None = None
-        try:
-            while not self.closed:
-                if not self._frames:
-                    frame = chunks = None  # an idle connection keeps neither its last request nor answer
-                    waiter = self._waiter = asyncio.get_running_loop().create_future()
-                    try:
-                        await waiter
-                    finally:
-                        self._waiter = None
-                    continue
-                frame = self._frames.pop(0)
-                self._queued -= len(frame)
-                if self._holds & _QUEUE_FULL and self._queued <= QUEUED_BYTES_MAX // 2:
-                    self._release(_QUEUE_FULL)
-                self.busy = True
-                try:
-                    if self.sasl is None:
-                        chunks = await self.broker.handle(frame.data, self)
-                    else:
-                        chunks = await self.sasl.serve(frame.data, self)
-                    throttle_ms = self._throttle_ms
-                    if throttle_ms:
-                        self._throttle_ms = 0
-                        if not self._throttle_after:  # a client before KIP-219: the answer waits
-                            await self._mute(throttle_ms)
-                            throttle_ms = 0
-                    if chunks is None or self.closed:
-                        pass
-                    elif len(chunks) == 1 and type(chunks[0]) in _QUEUEABLE and not self._write_paused:
-                        self._queue(chunks[0])  # the common small answer, without _send's coroutine
-                    else:
-                        await self._send(chunks)
-                    if throttle_ms:  # KIP-219: answered at once, then not read for the throttle time
-                        await self._mute(throttle_ms)
-                finally:
-                    self._reader.release(frame)
-                    self.busy = False
-                    self.last_active = time.monotonic()
-        except ProtocolError as e:
-            self.close(str(e))
-        except (ConnectionError, OSError) as e:
-            self.close(f"connection error: {e}", abort=True)
-        except asyncio.CancelledError:
-            self.close("broker shutting down", abort=True, quiet=True)
-        except Exception:
-            _log.exception("unexpected error serving %s; closing the connection", self.peer)
-            self.close("internal error", abort=True, quiet=True)
-
-    # -- quotas and connection limits ----------------------------------------
-
-    def throttle(self, throttle_ms: int, client_throttles: bool) -> None:
-        """Quotas: mute this connection for ``throttle_ms`` once the request being served is
-        answered (``client_throttles``: KIP-219 versions), or hold its answer that long."""
-        self._throttle_ms = max(self._throttle_ms, throttle_ms)
-        self._throttle_after = client_throttles
-
-    async def _mute(self, throttle_ms: int) -> None:
-        loop = asyncio.get_running_loop()
-        self._hold(_MUTED)
-        waiter = self._unmute = loop.create_future()
-        timer = loop.call_later(throttle_ms / 1000, _resolve, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._unmute = None
-            self._release(_MUTED)
-
-    def park(self) -> None:
-        """Connection limits: accepted, but not read until :meth:`unpark`."""
-        self._hold(_PARKED)
-
-    def unpark(self) -> None:
-        self._release(_PARKED)
-
-    def _hold(self, reason: int) -> None:
-        if not self._holds and self.transport is not None and not self.transport.is_closing():
-            self.transport.pause_reading()
-        self._holds |= reason
-
-    def _release(self, reason: int) -> None:
-        if self._holds & reason:
-            self._holds &= ~reason
-            if not self._holds and self.transport is not None and not self.transport.is_closing():
-                self.transport.resume_reading()
-
-    async def _send(self, chunks: list[Any]) -> None:
-        transport = self.transport
-        assert transport is not None
-        loop = asyncio.get_running_loop()
-        try:
-            for chunk in chunks:
-                if isinstance(chunk, FileRegion):
-                    self._flush_pending()  # what went before goes first
-                    await self._send_region(loop, transport, chunk)
-                elif chunk:
-                    # A view may point into a buffer reused once this returns: keep a copy.
-                    self._queue(bytes(chunk) if isinstance(chunk, memoryview) else chunk)
-        finally:
-            for chunk in chunks:
-                if isinstance(chunk, FileRegion):
-                    chunk.close()
-        if self._write_paused:
-            waiter = self._drained = loop.create_future()
-            try:
-                await waiter
-            finally:
-                self._drained = None
-
-    def write_now(self, chunks: list[Any]) -> None:
-        """Write a response at once, after those queued (a last answer before a close)."""
-        self._flush_pending()
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(b"".join(bytes(chunk) for chunk in chunks))
-
-    def _queue(self, chunk: bytes | bytearray | DeferredFrame) -> None:
-        """Queue a response for the next :meth:`_flush_pending` (scheduled with the first)."""
-        if not self._pending:
-            asyncio.get_running_loop().call_soon(self._flush_pending)
-        self._pending.append(chunk)
-
-    def _flush_pending(self) -> None:
-        """Write the responses queued since the loop last ran, with one send.
-
-        Responses to pipelined requests that are served without waiting
-        (OffsetCommit, Heartbeat, small Produce...) queue here until the serving
-        coroutine yields to the loop; one write then carries them all, instead
-        of one system call per response. A :class:`DeferredFrame` (a batched
-        OffsetCommit's answer) is encoded here, once its batch has settled.
-        """
-        pending = self._pending
-        if not pending:
-            return
-        self._pending = []
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            return
-        frames = [chunk.resolve() if isinstance(chunk, DeferredFrame) else chunk for chunk in pending]
-        transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
-
-    async def _send_region(
-        self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, region: FileRegion
-    ) -> None:
-        """Segment bytes to the socket: ``loop.sendfile`` (zero copy), or pread where the loop lacks it
-        (uvloop) or the bytes must be encrypted (a TLS connection)."""
-        if not region.size:
-            return
-        if self.broker.native_sendfile and not self.tls:
-            try:
-                sent = await loop.sendfile(transport, region, region.position, region.size)  # type: ignore[arg-type]
-            except NotImplementedError:
-                self.broker.native_sendfile = False
-            else:
-                if sent != region.size:
-                    raise ConnectionError(f"segment shrank while sending ({sent} of {region.size} bytes)")
-                return
-        data = os.pread(region.fd, region.size, region.position)
-        if len(data) != region.size:
-            raise ConnectionError(f"segment shrank while sending ({len(data)} of {region.size} bytes)")
-        transport.write(data)
-
-    def trim(self) -> None:
-        """Give back memory an idle connection does not need (recycled read buffers)."""
-        self._reader.trim()
-
-    @property
-    def frame_limit(self) -> int:
-        """The largest request frame read from this client (larger: the connection closes)."""
-        return self._reader.size_max
-
-    @frame_limit.setter
-    def frame_limit(self, size: int) -> None:
-        """SASL caps frames until the client has authenticated (``sasl.server.max.receive.size``)."""
-        assert size > 0
-        self._reader.size_max = size
-
-    def close(self, reason: str, abort: bool = False, quiet: bool = False) -> None:
-        if not quiet:
-            _log.warning("closing connection from %s: %s", self.peer, reason)
-        self.closed = True
-        if self._waiter is not None:
-            _resolve(self._waiter)
-        if self._unmute is not None:
-            _resolve(self._unmute)
-        if self.transport is not None and not self.transport.is_closing():
-            if abort:
-                self.transport.abort()
-            else:
-                self._flush_pending()  # answers already made still go out before the close
-                self.transport.close()
-
-
 class Broker:
     """A Kafka-protocol broker over a :class:`Store`.
 
@@ -491,6 +150,8 @@ class Broker:
         self.transactions: TransactionCoordinator | None = None
         self.transaction_io: BrokerTransactionIO | None = None
         self.txn_verifier = TransactionVerifier(self)  # KIP-890 part 1 (txn_verification.py)
+        # Every request's one path (dispatch.py); quotas and metrics plug in there.
+        self.dispatcher = Dispatcher(self, registry(), self.quotas, self.metrics, unsupported_version)
 
     def _load_cluster_id(self) -> str:
         path = os.path.join(self.data_dir, "cluster.id")
@@ -694,41 +355,11 @@ class Broker:
 
     # -- dispatch ------------------------------------------------------------
 
-    async def handle(self, frame: bytes | memoryview, connection: Connection) -> list[Any] | None:
-        """Serve one request frame; returns the response frame's chunks, or None."""
-        started = time.perf_counter()
-        api_key, version, correlation_id = HEADER.unpack_from(frame, 0)
-        api = registry().get(api_key)
-        if api is None:
-            raise ProtocolError(f"unknown API key {api_key}")
-        if not api.min_version <= version <= api.max_version:
-            if api_key == API_VERSIONS_KEY:
-                from logstore.broker.apis.api_versions import unsupported_version
-
-                return unsupported_version(correlation_id)
-            raise ProtocolError(
-                f"{api.name} v{version} is not supported (this broker serves v{api.min_version}-v{api.max_version})"
-            )
-        codec_ = codec(api_key, version)
-        header = parse_header(frame, codec_.flexible)
-        try:
-            if api.decode is not None:
-                request, _ = api.decode(frame, header.body_offset, version)
-            else:  # kio reads only read-only buffers
-                readonly = frame if isinstance(frame, bytes) else frame.toreadonly()
-                request, _ = codec_.read(readonly, header.body_offset)  # type: ignore[arg-type]
-        except Exception as e:
-            raise ProtocolError(
-                f"cannot decode {api.name} v{version} from {header.client_id!r}: {e}"
-            ) from None
-        if self.quotas.active:  # quotas.py: measured, throttled, throttle_time_ms set
-            return await self.quotas.serve(
-                api, codec_, RequestContext(self, connection, header), request, len(frame)
-            )
-        response = await api.handle(RequestContext(self, connection, header), request)
-        if response is None:
-            self.metrics.observe(api, version, time.perf_counter() - started, None)
-            return None
-        chunks = encode_response(codec_, correlation_id, response, header_v0=api_key == API_VERSIONS_KEY)
-        self.metrics.observe(api, version, time.perf_counter() - started, response)
-        return chunks
+    async def handle(self, frame: bytes | memoryview, connection: Any) -> list[Any] | None:
+        """Serve one request frame to its end (a deferred answer awaited): the response frame's
+        chunks, or None. The in-process transport and tests use it; a connection pipelines
+        through :attr:`dispatcher` instead."""
+        answer = await self.dispatcher.dispatch(frame, connection)
+        if answer is None or type(answer) is list:
+            return answer
+        return await answer  # type: ignore[misc]

@@ -16,11 +16,11 @@ up by name so that the client never imports the broker.
 
 from __future__ import annotations
 
-import importlib
+import importlib.metadata
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -109,14 +109,37 @@ def find_coordinator_fields(key: str, key_type: int = 0) -> dict[str, Any]:
     return {"key": key, "key_type": key_type, "coordinator_keys": [key]}
 
 
+# Transports other than TCP, by name: (config) -> Transport. The in-process one lives beside the
+# broker, which the client never imports: ``logstore.embedded`` registers it when imported, and
+# names itself in the package's ``logstore.transports`` entry points (pyproject.toml), which are
+# loaded the first time a config asks for a transport not registered yet.
+_TRANSPORTS: dict[str, Callable[[ClientConfig], Transport]] = {}
+EMBEDDED = "embedded"
+
+
+def register_transport(name: str, factory: Callable[[ClientConfig], Transport]) -> None:
+    """Make ``name`` a transport (``embedded``: ``bootstrap.servers=embedded:///path``)."""
+    _TRANSPORTS[name] = factory
+
+
+def _transport(name: str) -> Callable[[ClientConfig], Transport]:
+    if name not in _TRANSPORTS:
+        for entry in importlib.metadata.entry_points(group="logstore.transports", name=name):
+            entry.load()  # the module registers itself
+    factory = _TRANSPORTS.get(name)
+    if factory is None:
+        raise ConfigError(
+            f"no {name!r} transport is installed: reinstall logstore (pip install logstore) so that its "
+            f"entry points are known, or import logstore.{name} before making the client"
+        )
+    return factory
+
+
 def transport_for(config: ClientConfig) -> Transport:
     """The transport ``config`` asks for: TCP, or in-process (``embedded://`` or ``logstore.store``)."""
     servers = config["bootstrap.servers"]
     if config["logstore.store"] is not None or (isinstance(servers, str) and servers.startswith("embedded:")):
-        # Looked up by name: the embedded transport lives beside the broker, which the client never imports.
-        embedded = importlib.import_module("logstore.embedded")
-        transport: Transport = embedded.transport(config)
-        return transport
+        return _transport(EMBEDDED)(config)
     return TcpTransport(config)
 
 

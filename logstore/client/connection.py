@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import io
 import itertools
 import socket
 import struct
@@ -35,10 +34,9 @@ from typing import Any, Protocol
 from logstore._native import arena_bytes
 from logstore.client.errors import KafkaError, KafkaException, local
 from logstore.client.sasl import SaslSettings
-from logstore.protocol import SIZE, client_codec, encode_request_header, from_dict
-from logstore.protocol.produce import MAX_VERSION as PRODUCE_MAX_VERSION
-from logstore.protocol.produce import MIN_VERSION as PRODUCE_MIN_VERSION
-from logstore.protocol.produce import Chunk, encode_produce_request
+from logstore.protocol import SIZE, encode_request_header, requests
+from logstore.protocol.produce import Chunk
+from logstore.protocol.requests import encode_body
 
 _CORRELATION = struct.Struct(">i")
 API_VERSIONS = 18
@@ -145,28 +143,6 @@ def negotiated(api_key: int, ranges: dict[int, tuple[int, int]], where: str) -> 
     return min(ours, theirs[1])
 
 
-def encode_body(api_key: int, version: int, fields: dict[str, Any]) -> tuple[list[Chunk], int, bool]:
-    """A request body for ``fields`` at ``version`` as chunks, its size, and whether its header is
-    flexible (v2). Produce is written directly (record sets not copied); the rest by kio."""
-    codec = client_codec(api_key, version)
-    if api_key == PRODUCE and PRODUCE_MIN_VERSION <= version <= PRODUCE_MAX_VERSION:
-        chunks = encode_produce_request(version, fields)
-        return chunks, sum(len(chunk) for chunk in chunks), codec.request_flexible
-    buffer = io.BytesIO()
-    codec.write(buffer, from_dict(codec.request_class, fields))
-    body = buffer.getbuffer()
-    return [body], len(body), codec.request_flexible
-
-
-def encode_request(
-    api_key: int, version: int, correlation: int, client_id: str | None, fields: dict[str, Any]
-) -> bytes:
-    """A whole request frame (size, header, body) for ``fields`` at ``version``."""
-    chunks, size, flexible = encode_body(api_key, version, fields)
-    header = encode_request_header(api_key, version, correlation, client_id, flexible)
-    return b"".join((SIZE.pack(len(header) + size), header, *chunks))
-
-
 def send_all(sock: socket.socket, chunks: list[Chunk], deadline: float) -> None:
     """Write every chunk, in order, with as few system calls as the kernel allows (no join).
 
@@ -194,15 +170,10 @@ def send_all(sock: socket.socket, chunks: list[Chunk], deadline: float) -> None:
 
 def decode_response(api_key: int, version: int, frame: bytes | memoryview, where: str) -> Any:
     """The kio response in ``frame`` (correlation id first, no size), or KafkaException ``_BAD_MSG``."""
-    codec = client_codec(api_key, version)
     try:
-        at = _skip_tags(frame, 4) if codec.response_flexible else 4
-        response, _ = codec.read(frame, at)
-    except Exception as e:
-        raise KafkaException(
-            local("_BAD_MSG", f"{where}: cannot decode API {api_key} v{version}: {e}")
-        ) from None
-    return response
+        return requests.decode_response(api_key, version, frame, where)
+    except requests.ResponseError as e:
+        raise KafkaException(local("_BAD_MSG", str(e))) from None
 
 
 class BrokerConnection:
@@ -476,18 +447,10 @@ class BrokerConnection:
             raise KafkaException(
                 local("_BAD_MSG", f"{self.where}: answer {correlation} where {expected} was due")
             )
-        codec = client_codec(api_key, version)
-        at = 4
-        if codec.response_flexible:
-            at = _skip_tags(frame, at)
         try:
-            response, _ = codec.read(frame, at)
-        except Exception as e:
-            future.set_exception(
-                KafkaException(
-                    local("_BAD_MSG", f"{self.where}: cannot decode API {api_key} v{version}: {e}")
-                )
-            )
+            response = requests.decode_response(api_key, version, frame, self.where)
+        except requests.ResponseError as e:
+            future.set_exception(KafkaException(local("_BAD_MSG", str(e))))
             raise KafkaException(local("_BAD_MSG", f"{self.where}: undecodable answer")) from None
         if not future.done():
             future.set_result(response)
@@ -530,14 +493,3 @@ class BrokerConnection:
     @property
     def in_flight(self) -> int:
         return len(self._in_flight)
-
-
-def _skip_tags(frame: bytes | memoryview, at: int) -> int:
-    from logstore.protocol import read_uvarint
-
-    count, at = read_uvarint(frame, at, len(frame), "response header")
-    for _ in range(count):
-        _, at = read_uvarint(frame, at, len(frame), "response header")
-        size, at = read_uvarint(frame, at, len(frame), "response header")
-        at += size
-    return at

@@ -21,19 +21,26 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from logstore.errors import InvalidConfigError
 from logstore.security import ANONYMOUS
 from logstore.security.credentials import CredentialStore
-from logstore.security.sasl import SaslListener, SaslSession
+from logstore.security.sasl import Connection, SaslListener, SaslSession
 from logstore.security.tls import peer_principal, server_context
 
 if TYPE_CHECKING:
     from logstore.broker.config import BrokerConfig
-    from logstore.broker.server import Connection
 
 _log = logging.getLogger("logstore.security")
+
+
+class SecuredConnection(Connection, Protocol):
+    """What a TLS or SASL listener sets on a new broker connection."""
+
+    security_protocol: str
+    tls: bool
+    sasl: SaslSession | None
 
 
 class BrokerSecurity:
@@ -88,7 +95,7 @@ class BrokerSecurity:
     def context(self, listener: str) -> ssl.SSLContext | None:
         return self.contexts.get(listener)
 
-    def on_connect(self, connection: Connection, transport: Any) -> None:
+    def on_connect(self, connection: SecuredConnection, transport: Any) -> None:
         """A new connection on a TLS or SASL listener: its TLS flag, principal and SASL session."""
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:
@@ -102,7 +109,7 @@ class BrokerSecurity:
                     )  # fmt: skip
         listener = self.sasl.get(connection.listener_name)
         if listener is not None:
-            connection.sasl = SaslSession(listener)
+            connection.sasl = SaslSession(listener, connection.frame_limit)
             connection.frame_limit = min(connection.frame_limit, listener.max_receive_size)
 
 

@@ -37,7 +37,7 @@ from logstore.security.acls import (
 from logstore.security.authorizer import CACHE_MAX
 
 if TYPE_CHECKING:
-    from logstore.broker.server import RequestContext
+    from logstore.broker.context import RequestContext
 
 _T = TypeVar("_T")
 

@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from logstore.errors import InvalidConfigError
 from logstore.protocol import API_VERSIONS_KEY, HEADER, SIZE, ProtocolError
@@ -45,8 +46,22 @@ from logstore.security.errors import SaslAuthenticationError
 from logstore.security.plain import PlainServer, parse_jaas_users
 from logstore.security.scram import MECHANISMS, ScramServer
 
-if TYPE_CHECKING:
-    from logstore.broker.server import Connection
+
+class Connection(Protocol):
+    """What SASL needs of a broker connection (the broker's network/connection.py has it)."""
+
+    peer: str
+    principal: KafkaPrincipal
+    listener_name: str
+    frame_limit: int
+
+    def close(self, reason: str, abort: bool = False, quiet: bool = False) -> None: ...
+
+    def write_now(self, chunks: list[Any]) -> None: ...
+
+
+# The broker's request path: a frame (without its size) -> the answer (dispatch.py's Answer).
+Dispatch = Callable[[Any, Any], Awaitable[Any]]
 
 _log = logging.getLogger("logstore.security")
 
@@ -116,6 +131,7 @@ class SaslSession:
     """One connection's SASL state (see the module doc)."""
 
     listener: SaslListener
+    request_max_bytes: int  # the connection's frame limit once authenticated (socket.request.max.bytes)
     authenticated: bool = False
     mechanism: str | None = None
     server: Any = None
@@ -127,7 +143,7 @@ class SaslSession:
 
     # -- the gate on every request of a SASL connection ------------------------
 
-    async def serve(self, frame: Any, connection: Connection) -> list[Any] | None:
+    async def serve(self, frame: Any, connection: Connection, dispatch: Dispatch) -> Any:
         """Serve one frame of a SASL connection: a raw token, an allowed request, or a close."""
         if self.legacy:
             return self._raw_token(bytes(frame), connection)
@@ -146,7 +162,7 @@ class SaslSession:
                 f"{self.listener.reauth_ms}) without re-authentication"
             )
             return None
-        chunks = await connection.broker.handle(frame, connection)
+        chunks = await dispatch(frame, connection)
         if self.close_after_response:
             if chunks:
                 connection.write_now(chunks)
@@ -212,7 +228,7 @@ class SaslSession:
                 )
             connection.principal = principal
             # Frames up to socket.request.max.bytes from now on (sasl.server.max.receive.size before).
-            connection.frame_limit = connection.broker.config.socket_request_max_bytes
+            connection.frame_limit = self.request_max_bytes
             self.authenticated = True
             self._reauthenticating = False
             self.server = None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from logstore.broker.server import RequestContext
+    from logstore.broker.context import RequestContext
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 

@@ -15,8 +15,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.context import RequestContext
 from logstore.broker.groups import offsets_appender_of
-from logstore.broker.server import RequestContext
 from logstore.broker.transactions import coordinator_of, for_version
 from logstore.coordinator import partition_for
 from logstore.coordinator.coordinator import OFFSETS_TOPIC

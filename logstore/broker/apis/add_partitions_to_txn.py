@@ -25,7 +25,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.server import RequestContext
+from logstore.broker.context import RequestContext
 from logstore.broker.transactions import coordinator_of, for_version
 from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations

@@ -38,9 +38,10 @@ from logstore.broker.apis.describe_configs import (
     broker_resource_error,
     topic_resource_error,
 )
+from logstore.broker.context import RequestContext
 from logstore.broker.dynamic_config import alter_broker_config
 from logstore.broker.legacy_topic_configs import checked, split
-from logstore.broker.server import Broker, RequestContext
+from logstore.broker.server import Broker
 from logstore.errors import InvalidConfigError, LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for

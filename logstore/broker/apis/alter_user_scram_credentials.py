@@ -19,7 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.server import RequestContext
+from logstore.broker.context import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.scram import BY_ID, MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential

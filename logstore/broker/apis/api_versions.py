@@ -14,7 +14,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api, registry
-from logstore.broker.server import RequestContext
+from logstore.broker.context import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec, encode_response
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")

@@ -26,8 +26,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.context import RequestContext
 from logstore.broker.groups import await_group_replicated, client_host, coordinator_of, millis
-from logstore.broker.server import RequestContext
 from logstore.coordinator.consumer_membership import HeartbeatRequest, HeartbeatResult
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations

@@ -23,7 +23,8 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
 from logstore.broker.apis.create_topics import manual_assignment_error
-from logstore.broker.server import Broker, RequestContext
+from logstore.broker.context import RequestContext
+from logstore.broker.server import Broker
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for

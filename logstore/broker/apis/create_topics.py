@@ -43,8 +43,9 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.apis.alter_configs import set_legacy
 from logstore.broker.apis.describe_configs import topic_entries
+from logstore.broker.context import RequestContext
 from logstore.broker.legacy_topic_configs import checked, split
-from logstore.broker.server import Broker, RequestContext
+from logstore.broker.server import Broker
 from logstore.errors import InvalidArgumentError, InvalidConfigError, LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for

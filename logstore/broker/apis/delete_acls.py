@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
 from logstore.broker.apis.describe_acls import NO_AUTHORIZER, acl_filter, unknown_message
-from logstore.broker.server import RequestContext
+from logstore.broker.context import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.acls import AclBinding

@@ -28,7 +28,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.server import Broker, RequestContext
+from logstore.broker.context import RequestContext
+from logstore.broker.server import Broker
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for

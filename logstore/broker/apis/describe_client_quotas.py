@@ -16,8 +16,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.context import RequestContext
 from logstore.broker.quotas import DEFAULT, check_filter
-from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
 
 

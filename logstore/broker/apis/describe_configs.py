@@ -34,9 +34,10 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
 from logstore.broker.config import TOPIC_SYNONYMS
+from logstore.broker.context import RequestContext
 from logstore.broker.dynamic_config import CONFIG_TYPES, DEFAULT_CONFIG, ConfigEntry
 from logstore.broker.legacy_topic_configs import LEGACY_TOPIC_KEYS
-from logstore.broker.server import Broker, RequestContext
+from logstore.broker.server import Broker
 from logstore.errors import InvalidArgumentError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations

@@ -41,8 +41,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.context import RequestContext
 from logstore.broker.metadata_cache import NO_LEADER, MetadataCache, PartitionState
-from logstore.broker.server import RequestContext
 from logstore.broker.topics import INTERNAL_TOPICS
 from logstore.errors import InvalidArgumentError
 from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec

@@ -23,7 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.server import RequestContext
+from logstore.broker.context import RequestContext
 from logstore.cluster.controller import PREFERRED, UNCLEAN, ControllerMovedError
 from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations

@@ -31,9 +31,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.context import Deferred, RequestContext
 from logstore.broker.fetch_session import FetchContext, FetchItem, answer
 from logstore.broker.replica_manager import PartitionRead
-from logstore.broker.server import Broker, RequestContext
+from logstore.broker.server import Broker
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, FileRegion, build, codec
 from logstore.security import operations
@@ -116,7 +117,9 @@ def _denied(ctx: RequestContext, request: Any, items: list[FetchItem]) -> set[st
     return topics - operations.filter_allowed(ctx, ResourceType.TOPIC, topics, str)
 
 
-def _count(broker: Broker, topics: list[tuple[str, list[PartitionRead]]], replica: bool, errors: bool) -> None:
+def _count(
+    broker: Broker, topics: list[tuple[str, list[PartitionRead]]], replica: bool, errors: bool
+) -> None:
     """Metrics: the bytes (and records) sent per topic, and the partitions' error codes."""
     metrics = broker.metrics
     traffic = metrics.traffic
@@ -149,14 +152,49 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deadline = time.monotonic() + max_wait
     denied = None if broker.authorizer is None else _denied(ctx, request, context.items)
     keys = [(item.topic, item.partition) for item in context.items if not denied or item.topic not in denied]
+    notified = broker.replica_manager.purgatory.notified
+    reads, total, errors = _read_all(broker, request, context.items, upto, denied)
+    if total >= request.min_bytes or errors or max_wait <= 0 or not keys:
+        return _answer(ctx, request, context, reads, errors)
+    # A long poll: the requests behind this one go on while it waits (context.py).
+    return Deferred(_long_poll(ctx, request, context, upto, denied, keys, deadline, notified))
+
+
+async def _long_poll(
+    ctx: RequestContext,
+    request: Any,
+    context: FetchContext,
+    upto: str,
+    denied: set[str] | None,
+    keys: list[tuple[str, int]],
+    deadline: float,
+    notified: int,
+) -> Any:
+    """Wait in the purgatory for data (or the deadline), reading again after each append
+    (and at once if an append came between the first read and this task's start)."""
+    broker = ctx.broker
+    replicas = broker.replica_manager
+    moved = replicas.purgatory.notified != notified
     while True:
+        if not moved:  # after a read the wait registers with no pause between: nothing missed
+            await replicas.wait_for_data(keys, deadline - time.monotonic())
+        moved = False
         reads, total, errors = _read_all(broker, request, context.items, upto, denied)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or errors or remaining <= 0 or not keys or ctx.connection.closed:
-            break
-        await broker.replica_manager.wait_for_data(keys, remaining)
+        if total >= request.min_bytes or errors or remaining <= 0 or ctx.connection.closed:
+            return _answer(ctx, request, context, reads, errors)
+
+
+def _answer(
+    ctx: RequestContext,
+    request: Any,
+    context: FetchContext,
+    reads: list[tuple[FetchItem, PartitionRead]],
+    errors: bool,
+) -> Any:
+    module = codec(1, ctx.version).response_module
     topics = _answered(reads, context)
-    _count(broker, topics, request.replica_id >= 0, errors)
+    _count(ctx.broker, topics, request.replica_id >= 0, errors)
     return build(
         module.FetchResponse,
         throttle_time=NO_THROTTLE,

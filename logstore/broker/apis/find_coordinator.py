@@ -26,9 +26,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.context import RequestContext
 from logstore.broker.groups import ERROR_MESSAGES, ensure_offsets_topic
 from logstore.broker.metadata_cache import NO_LEADER
-from logstore.broker.server import RequestContext
 from logstore.broker.transactions import ensure_transaction_topic_async
 from logstore.coordinator import partition_for
 from logstore.coordinator.coordinator import OFFSETS_TOPIC

@@ -38,9 +38,10 @@ from logstore.broker.apis.alter_configs import (
     unsupported_type,
 )
 from logstore.broker.apis.describe_configs import BROKER, TOPIC, broker_resource_error, topic_resource_error
+from logstore.broker.context import RequestContext
 from logstore.broker.dynamic_config import key_default, key_kind
 from logstore.broker.legacy_topic_configs import LEGACY_TOPIC_KEYS
-from logstore.broker.server import Broker, RequestContext
+from logstore.broker.server import Broker
 from logstore.storage.config import CONFIG_KEYS
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

@@ -22,8 +22,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.context import RequestContext
 from logstore.broker.groups import millis
-from logstore.broker.server import RequestContext
 from logstore.broker.transactions import coordinator_of, for_version
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations

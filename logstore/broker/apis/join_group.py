@@ -1,8 +1,8 @@
 """JoinGroup (key 11): join a consumer group; the answer waits for the rebalance.
 
 The request is handed to the group coordinator (``logstore.coordinator``)
-and the response is sent when the rebalance completes, so a parked join
-holds only its own connection (Kafka mutes the channel the same way). The
+and the response is sent when the rebalance completes; a parked join holds
+neither its connection nor the requests behind it (a ``Deferred`` answer). The
 members' protocol metadata passes through untouched: the leader's response
 carries every member's metadata for the chosen protocol.
 
@@ -20,13 +20,14 @@ With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED (security
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.context import Deferred, RequestContext
 from logstore.broker.groups import client_host, coordinator_of, millis
-from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.acls import ResourceType
@@ -69,6 +70,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         require_known_member_id=version >= 4 and instance_id is None,
         supports_skip_assignment=version >= 9,
     )
+    # Joined: the requests behind this one go on while the rebalance completes (context.py).
+    return Deferred(_joined(future, module, version))
+
+
+async def _joined(future: Awaitable[Any], module: Any, version: int) -> Any:
     result = await future
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:

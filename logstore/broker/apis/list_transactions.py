@@ -15,7 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.server import RequestContext
+from logstore.broker.context import RequestContext
 from logstore.broker.transactions import coordinator_of
 from logstore.coordinator.transactions import TxnState
 from logstore.protocol import NO_THROTTLE, build, codec

@@ -18,8 +18,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.context import RequestContext
 from logstore.broker.groups import coordinator_of
-from logstore.broker.server import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.acls import ResourceType

@@ -20,8 +20,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api, produce_codec
+from logstore.broker.context import Deferred, RequestContext
 from logstore.broker.replica_manager import AppendResult, Opening
-from logstore.broker.server import RequestContext
 from logstore.broker.txn_verification import produce_error
 from logstore.protocol import RawBody
 from logstore.security import operations
@@ -76,11 +76,30 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             elif result.error:
                 ctx.broker.metrics.error(0, result.error)
         responses.append((topic.name, partitions))
-    if waiting:  # acks=-1 on a replicated partition: every append first, then wait for all
-        await replicas.await_replication(waiting, request.timeout.total_seconds())
-        for _, _, result in waiting:
-            if result.error:
-                ctx.broker.metrics.error(0, result.error)
+    if waiting:  # acks=-1 on a replicated partition: every append first, then one wait for all
+        # The appends are done: the requests behind this one go on while it waits (context.py).
+        return Deferred(_replicated(ctx, request, acks, responses, waiting))
+    return _answer(ctx, acks, responses)
+
+
+async def _replicated(
+    ctx: RequestContext,
+    request: Any,
+    acks: int,
+    responses: list[tuple[str, list[tuple[int, AppendResult]]]],
+    waiting: list[tuple[str, int, AppendResult]],
+) -> Any:
+    """acks=-1: the answer once the ISR has every appended batch, or the request's timeout."""
+    await ctx.broker.replica_manager.await_replication(waiting, request.timeout.total_seconds())
+    for _, _, result in waiting:
+        if result.error:
+            ctx.broker.metrics.error(0, result.error)
+    return _answer(ctx, acks, responses)
+
+
+def _answer(
+    ctx: RequestContext, acks: int, responses: list[tuple[str, list[tuple[int, AppendResult]]]]
+) -> Any:
     if acks == 0:
         return None
     return RawBody(
@@ -90,7 +109,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 (
                     name,
                     [
-                        (index, r.error, r.base_offset, r.append_time, r.log_start, r.message, r.record_errors)
+                        (
+                            index,
+                            r.error,
+                            r.base_offset,
+                            r.append_time,
+                            r.log_start,
+                            r.message,
+                            r.record_errors,
+                        )
                         for index, r in partitions
                     ],
                 )
@@ -118,14 +145,20 @@ async def _verify(
     producers = {(found.producer_id, found.epoch) for found in opening.values()}
     if len(producers) > 1:  # Kafka: one transactional request, one producer
         mixed = AppendResult(
-            ErrorCode.invalid_producer_id_mapping, message="Transactional records contained more than one producer ID"
+            ErrorCode.invalid_producer_id_mapping,
+            message="Transactional records contained more than one producer ID",
         )
         return dict.fromkeys(opening, mixed), {}
     ((producer_id, epoch),) = producers
     # One guard per producer and partition while any verification is in flight (Kafka's
     # VerificationStateEntry): requests verified side by side share it, and a marker voids it.
-    guards = {tp: found.partition.producers.guards.setdefault(producer_id, object()) for tp, found in opening.items()}
-    answers = await ctx.broker.txn_verifier.verify(request.transactional_id, producer_id, epoch, list(opening))
+    guards = {
+        tp: found.partition.producers.guards.setdefault(producer_id, object())
+        for tp, found in opening.items()
+    }
+    answers = await ctx.broker.txn_verifier.verify(
+        request.transactional_id, producer_id, epoch, list(opening)
+    )
     refused: dict[tuple[str, int], AppendResult] = {}
     for tp, answer in answers.items():
         if answer != ErrorCode.none:

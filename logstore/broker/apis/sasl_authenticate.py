@@ -14,7 +14,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
-from logstore.broker.server import RequestContext
+from logstore.broker.context import RequestContext
 from logstore.protocol import build, codec
 from logstore.security.errors import SaslAuthenticationError
 from logstore.security.sasl import IllegalSaslState

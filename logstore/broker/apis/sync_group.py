@@ -13,13 +13,14 @@ With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED (security
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.context import Deferred, RequestContext
 from logstore.broker.groups import await_group_replicated, coordinator_of
-from logstore.broker.server import RequestContext
 from logstore.coordinator import SyncResult
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
@@ -35,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     elif ctx.version >= 5 and (protocol_type is None or protocol_name is None):
         result = SyncResult(ErrorCode.inconsistent_group_protocol)
     else:
-        result = await coordinator_of(ctx.broker).sync_group(
+        synced = coordinator_of(ctx.broker).sync_group(
             request.group_id,
             request.generation_id,
             request.member_id,
@@ -44,10 +45,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             protocol_type=protocol_type,
             protocol_name=protocol_name,
         )
-        if result.error == ErrorCode.none:  # in a cluster: once the ISR has the group's assignment
-            replicated = await await_group_replicated(ctx.broker, request.group_id)
-            if replicated != ErrorCode.none:
-                result = SyncResult(replicated)
+        # Synced: the requests behind this one go on while the leader's assignment comes (context.py).
+        return Deferred(_synced(ctx, request.group_id, synced, module))
+    return _answer(module, result)
+
+
+async def _synced(ctx: RequestContext, group_id: str, synced: Awaitable[SyncResult], module: Any) -> Any:
+    result = await synced
+    if result.error == ErrorCode.none:  # in a cluster: once the ISR has the group's assignment
+        replicated = await await_group_replicated(ctx.broker, group_id)
+        if replicated != ErrorCode.none:
+            result = SyncResult(replicated)
+    return _answer(module, result)
+
+
+def _answer(module: Any, result: SyncResult) -> Any:
     return build(
         module.SyncGroupResponse,
         throttle_time=NO_THROTTLE,

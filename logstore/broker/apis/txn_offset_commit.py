@@ -26,9 +26,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.apis import Api
+from logstore.broker.context import RequestContext
 from logstore.broker.groups import await_group_replicated, coordinator_of, offsets_appender_of
 from logstore.broker.partition import Partition
-from logstore.broker.server import RequestContext
 from logstore.broker.transactions import for_version
 from logstore.coordinator import partition_for
 from logstore.coordinator.coordinator import OFFSETS_TOPIC

@@ -1,0 +1,1 @@
+"""The broker's network layer: client connections (connection.py)."""

@@ -1,0 +1,229 @@
+"""The shape of the tree (DESIGN.md, "Layers, and the one-way rule"): checked on every run.
+
+Every import in ``logstore/`` is read from the source (module level, under
+``TYPE_CHECKING`` and inside functions alike: an import that only dodges a
+cycle is still the cycle) and checked against the layers::
+
+    base (errors, the C core) <- records <- storage <- protocol <- security <- coordinator <- broker <- cluster
+    client: sees base, records, protocol, security
+    top: embedded, arrow, spark, cli, the tools: see everything, seen by nothing below
+
+A layer imports only layers below it; modules import each other with no cycle;
+no Python file is over :data:`LINES_MAX` lines.
+
+The tree does not meet this yet (issue 23 is the work that gets it there):
+``tests/architecture_debt.txt`` lists the violations known today, one per
+line. The check fails on any violation not listed, and on a listed one that
+is gone (delete its line: the list only shrinks).
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+from collections.abc import Iterator
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "logstore"
+DEBT = pathlib.Path(__file__).resolve().parent / "architecture_debt.txt"
+LINES_MAX = 1000
+
+# The base: the error table, the C core (cffi's _native_c and the _speedups extension are not .py
+# files), crash points for the crash tests, progress reporting for long work.
+BASE = (
+    "logstore.errors", "logstore._native", "logstore._speedups", "logstore._native_c",
+    "logstore._crashpoints", "logstore._progress",
+)  # fmt: skip
+# The layers in order, lowest first (prefixes of module names).
+LAYERS = (
+    BASE,
+    ("logstore.records",),
+    ("logstore.storage",),
+    ("logstore.protocol",),
+    ("logstore.security",),
+    ("logstore.coordinator",),
+    ("logstore.broker",),
+    ("logstore.cluster",),
+)
+CLIENT = "logstore.client"
+TOP = -1
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, pathlib.Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def rank(name: str) -> int:
+    """The module's layer: 0.. for the ordered layers, len(LAYERS) for the client, TOP for the rest."""
+    for index, prefixes in enumerate(LAYERS):
+        if any(_within(name, prefix) for prefix in prefixes):
+            return index
+    if _within(name, CLIENT):
+        return len(LAYERS)
+    return TOP
+
+
+def allowed(importer: str, imported: str) -> bool:
+    """May ``importer`` import ``imported`` (both logstore modules)?"""
+    a, b = rank(importer), rank(imported)
+    if a == TOP:
+        return True
+    if b == TOP:
+        return False
+    client = len(LAYERS)
+    if a == client:
+        return b == client or b in (0, 1, 3, 4)  # base, records, protocol, security
+    if b == client:
+        return False
+    return b <= a
+
+
+def imports(path: pathlib.Path, name: str, known: dict[str, pathlib.Path]) -> Iterator[tuple[str, int]]:
+    """(imported logstore module, line) for each import in the file, wherever it stands."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if (  # importlib.import_module("logstore.x"): an import by name is an import
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and _within(node.args[0].value, "logstore")
+        ):
+            yield _existing(node.args[0].value, known), node.lineno
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _within(alias.name, "logstore"):
+                    yield _existing(alias.name, known), node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            if not _within(source, "logstore"):
+                continue
+            for alias in node.names:
+                candidate = f"{source}.{alias.name}"
+                extension = candidate in BASE  # a compiled module: no .py to find
+                yield (candidate if candidate in known or extension else _existing(source, known)), node.lineno
+
+
+def _existing(name: str, known: dict[str, pathlib.Path]) -> str:
+    """The module ``name`` names: itself, or the package that holds the attribute it names."""
+    while name not in known and name not in BASE and "." in name:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def graph() -> tuple[dict[str, set[str]], list[str]]:
+    """The import graph of logstore's modules, and the upward imports as debt lines."""
+    known = modules()
+    edges: dict[str, set[str]] = {name: set() for name in known}
+    upward = []
+    for name, path in known.items():
+        for imported, line in imports(path, name, known):
+            if imported == name or imported not in known:
+                continue
+            edges[name].add(imported)
+            if not allowed(name, imported):
+                upward.append(f"upward import: {name} -> {imported}")
+    return edges, sorted(set(upward))
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def violations() -> list[str]:
+    edges, upward = graph()
+    found = list(upward)
+    for component in cycles(edges):
+        found.append(f"import cycle: {' '.join(component)}")
+    for name, path in modules().items():
+        lines = len(path.read_text().splitlines())
+        if lines > LINES_MAX:
+            found.append(f"file over {LINES_MAX} lines: {path.relative_to(ROOT)}")
+    return sorted(found)
+
+
+def _debt() -> list[str]:
+    return [line.strip() for line in DEBT.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_layers_cycles_and_file_sizes() -> None:
+    found = set(violations())
+    debt = set(_debt())
+    new = sorted(found - debt)
+    paid = sorted(debt - found)
+    assert not new, "new violations of DESIGN.md's layers (fix them; do not list them):\n" + "\n".join(new)
+    assert not paid, f"gone from the tree: delete these lines from {DEBT.name}:\n" + "\n".join(paid)
+
+
+def test_the_check_sees_what_it_must() -> None:
+    """The checker itself: an upward import, a cycle and the client rule are caught."""
+    assert not allowed("logstore.storage.log", "logstore.broker.server")
+    assert not allowed("logstore.security.sasl", "logstore.broker.network.connection")
+    assert not allowed("logstore.client.cluster", "logstore.embedded")
+    assert not allowed("logstore.broker.inter_broker", "logstore.client.connection")
+    assert allowed("logstore.client.connection", "logstore.protocol.frames")
+    assert allowed("logstore.embedded", "logstore.broker.server")
+    assert allowed("logstore.cluster.zk_broker", "logstore.broker.server")
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
