@@ -20,12 +20,14 @@ resources (all ACLs when none), as kafka-acls prints them. Resources: ``--topic`
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from logstore._clients import kafka_reason, selected_module
+import click
+
+from logstore.cli._clients import admin_module, kafka_reason, select_client, selected_module
+from logstore.cli._options import BOOTSTRAP_OPTION, TIMEOUT_OPTION, click_errors, client_option, with_options
 from logstore.errors import LogstoreError
 from logstore.security.acls import CLUSTER_NAME, OPERATION_BY_TITLE, AclOperation
 
@@ -50,7 +52,7 @@ class Acls:
 
     def __init__(self, bootstrap: str, timeout: float) -> None:
         kafka: ModuleType = selected_module("logstore acls", AclsError)
-        self.api = importlib.import_module(f"{kafka.__name__}.admin")
+        self.api = admin_module(kafka)
         self.admin = self.api.AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
         self.timeout = timeout
 
@@ -180,6 +182,12 @@ class Acls:
         if close is not None:
             close()
 
+    def __enter__(self) -> Acls:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def _type_name(rtype: Any) -> str:
     return "CLUSTER" if rtype.name == "BROKER" else rtype.name
@@ -203,3 +211,116 @@ def format_acls(bindings: Sequence[Any]) -> list[str]:
             )
         lines.append("")
     return lines
+
+
+# --------------------------------------------------------------------------- the commands
+
+_PATTERNS = ["literal", "prefixed", "match", "any"]
+
+
+_common = with_options(
+    BOOTSTRAP_OPTION,
+    TIMEOUT_OPTION,
+    click.option("--topic", "topics", multiple=True, metavar="NAME", help="A topic (repeatable; * for every topic)."),
+    click.option("--group", "groups", multiple=True, metavar="NAME", help="A consumer group (repeatable; * for all)."),
+    click.option("--transactional-id", "txn_ids", multiple=True, metavar="ID",
+                 help="A transactional id (repeatable; * for all)."),
+    click.option("--cluster", is_flag=True, help="The cluster resource (kafka-cluster)."),
+)  # fmt: skip
+"""The options every acls command takes: the broker, the timeout, the resources."""
+
+
+def _operations(values: tuple[str, ...]) -> list[AclOperation]:
+    return [operation_of(v) for v in values]
+
+
+_OPERATION_HELP = (
+    "An operation (repeatable): All, Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
+    "DescribeConfigs, AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens."
+)
+
+
+@click.group()
+@client_option("The client library that talks to the broker.")
+def acls(client_name: str) -> None:
+    """ACLs, like kafka-acls (the broker needs authorizer.class.name set).
+
+    \b
+    logstore acls add --allow-principal User:alice --operation Read --topic orders
+    logstore acls add --deny-principal User:bob --operation All --topic orders- --resource-pattern-type prefixed
+    logstore acls list [--topic orders] [--principal User:alice]
+    logstore acls remove --topic orders [--allow-principal User:alice] [--operation Read]
+
+    Principals are <type>:<name> (User:alice; User:* for everyone), hosts an IP or * (the default).
+    DENY wins over ALLOW; READ, WRITE, DELETE and ALTER imply DESCRIBE; ALTER_CONFIGS implies
+    DESCRIBE_CONFIGS. See docs/acls.md for what each API needs.
+    """
+    select_client(client_name)
+
+
+def _echo(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line)
+
+
+@acls.command("add")
+@_common
+@click.option(
+    "--allow-principal", "allow", multiple=True, metavar="PRINCIPAL", help="Principal to allow (repeatable)."
+)
+@click.option(
+    "--deny-principal", "deny", multiple=True, metavar="PRINCIPAL", help="Principal to deny (repeatable)."
+)
+@click.option(
+    "--host", "hosts", multiple=True, metavar="HOST", help="Host the ACL applies to (repeatable; default *)."
+)
+@click.option("--operation", "operations", multiple=True, metavar="OP", help=_OPERATION_HELP)
+@click.option("--resource-pattern-type", "pattern", type=click.Choice(["literal", "prefixed"], case_sensitive=False),
+              default="literal", show_default=True, help="How the resource names match.")  # fmt: skip
+def acls_add(bootstrap_server: str, timeout: float, topics: tuple[str, ...], groups: tuple[str, ...],
+             txn_ids: tuple[str, ...], cluster: bool, allow: tuple[str, ...], deny: tuple[str, ...],
+             hosts: tuple[str, ...], operations: tuple[str, ...], pattern: str) -> None:  # fmt: skip
+    """Add ACLs: every principal x host x operation x resource given."""
+    with click_errors(), Acls(bootstrap_server, timeout) as client:
+        ops = _operations(operations)
+        added = client.add(client.resources(topics, groups, txn_ids, cluster), pattern, allow, deny, hosts, ops)
+    _echo(["Adding ACLs:", *format_acls(added)])
+
+
+@acls.command("remove")
+@_common
+@click.option(
+    "--allow-principal", "allow", multiple=True, metavar="PRINCIPAL", help="Only this principal's ACLs."
+)
+@click.option(
+    "--deny-principal", "deny", multiple=True, metavar="PRINCIPAL", help="Only this principal's ACLs."
+)
+@click.option("--host", "hosts", multiple=True, metavar="HOST", help="Only ACLs for this host (repeatable).")
+@click.option("--operation", "operations", multiple=True, metavar="OP", help=_OPERATION_HELP)
+@click.option("--resource-pattern-type", "pattern", type=click.Choice(_PATTERNS, case_sensitive=False),
+              default="literal", show_default=True,
+              help="Which patterns match the names: literal, prefixed, match (those that apply), any.")  # fmt: skip
+def acls_remove(bootstrap_server: str, timeout: float, topics: tuple[str, ...], groups: tuple[str, ...],
+                txn_ids: tuple[str, ...], cluster: bool, allow: tuple[str, ...], deny: tuple[str, ...],
+                hosts: tuple[str, ...], operations: tuple[str, ...], pattern: str) -> None:  # fmt: skip
+    """Remove the ACLs of the resources that match the other options."""
+    with click_errors(), Acls(bootstrap_server, timeout) as client:
+        resources = client.resources(topics, groups, txn_ids, cluster)
+        removed = client.remove(resources, pattern, allow + deny, hosts, _operations(operations))
+    _echo([f"Removed {len(removed)} ACL(s):", *format_acls(removed)])
+
+
+@acls.command("list")
+@_common
+@click.option(
+    "--principal", "principals", multiple=True, metavar="PRINCIPAL", help="Only this principal's ACLs."
+)
+@click.option("--resource-pattern-type", "pattern", type=click.Choice(_PATTERNS, case_sensitive=False),
+              default="any", show_default=True,
+              help="Which patterns match the names: literal, prefixed, match (those that apply), any.")  # fmt: skip
+def acls_list(bootstrap_server: str, timeout: float, topics: tuple[str, ...], groups: tuple[str, ...],
+              txn_ids: tuple[str, ...], cluster: bool, principals: tuple[str, ...], pattern: str) -> None:  # fmt: skip
+    """List the ACLs of the resources given (every ACL when none)."""
+    with click_errors(), Acls(bootstrap_server, timeout) as client:
+        found = client.list(client.resources(topics, groups, txn_ids, cluster), pattern, principals)
+    _echo(format_acls(found))
