@@ -20,7 +20,8 @@ resources (all ACLs when none), as kafka-acls prints them. Resources: ``--topic`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import product
 from types import ModuleType
 from typing import Any
 
@@ -45,6 +46,11 @@ def operation_of(text: str) -> AclOperation:
     if found is None or found in (AclOperation.UNKNOWN, AclOperation.ANY):
         raise AclsError(f"unknown operation {text!r}; use one of {', '.join(OPERATIONS)}")
     return found
+
+
+def _unique(items: Iterable[Any]) -> list[Any]:
+    """Each item once, in the order first seen (options given twice make the same ACL twice)."""
+    return list(dict.fromkeys(items))
 
 
 class Acls:
@@ -101,23 +107,12 @@ class Acls:
         if pattern.upper() not in ("LITERAL", "PREFIXED"):
             raise AclsError("add: --resource-pattern-type is literal or prefixed")
         perm = self.api.AclPermissionType
-        bindings = []
-        for rtype, name in resources:
-            for principals, permission in ((allow, perm.ALLOW), (deny, perm.DENY)):
-                for principal in principals:
-                    for host in hosts or ("*",):
-                        for op in operations:
-                            binding = self.api.AclBinding(
-                                rtype,
-                                name,
-                                self._pattern(pattern),
-                                principal,
-                                host,
-                                self._operation(op),
-                                permission,
-                            )
-                            if binding not in bindings:
-                                bindings.append(binding)
+        grants = [(principal, perm.ALLOW) for principal in allow] + [(principal, perm.DENY) for principal in deny]
+        bindings = _unique(
+            self.api.AclBinding(rtype, name, self._pattern(pattern), principal, host, self._operation(op), permission)
+            for (rtype, name), (principal, permission), host, op
+            in product(resources, grants, hosts or ("*",), operations)
+        )  # fmt: skip
         futures = self.admin.create_acls(bindings, request_timeout=self.timeout)
         for binding in bindings:
             self._wait(futures[binding], f"adding {binding}")
@@ -129,24 +124,13 @@ class Acls:
     ) -> list[Any]:  # fmt: skip
         api = self.api
         targets: list[tuple[Any, str | None]] = list(resources) or [(api.ResourceType.ANY, None)]
-        filters = []
-        for rtype, name in targets:
-            for principal in principals or (None,):
-                for host in hosts or (None,):
-                    for op in operations or (None,):
-                        operation = api.AclOperation.ANY if op is None else self._operation(op)
-                        f = api.AclBindingFilter(
-                            rtype,
-                            name,
-                            self._pattern(pattern),
-                            principal,
-                            host,
-                            operation,
-                            api.AclPermissionType.ANY,
-                        )
-                        if f not in filters:
-                            filters.append(f)
-        return filters
+        return _unique(
+            api.AclBindingFilter(rtype, name, self._pattern(pattern), principal, host,
+                                 api.AclOperation.ANY if op is None else self._operation(op),
+                                 api.AclPermissionType.ANY)
+            for (rtype, name), principal, host, op
+            in product(targets, principals or (None,), hosts or (None,), operations or (None,))
+        )  # fmt: skip
 
     def remove(
         self, resources: list[tuple[Any, str]], pattern: str, principals: Sequence[str], hosts: Sequence[str],
@@ -159,23 +143,15 @@ class Acls:
             )
         filters = self._filters(resources, pattern, principals, hosts, operations)
         futures = self.admin.delete_acls(filters, request_timeout=self.timeout)
-        removed: list[Any] = []
-        for f in filters:
-            for binding in self._wait(futures[f], "removing ACLs"):
-                if binding not in removed:
-                    removed.append(binding)
-        return removed
+        return _unique(binding for f in filters for binding in self._wait(futures[f], "removing ACLs"))
 
     def list(self, resources: list[tuple[Any, str]], pattern: str, principals: Sequence[str]) -> list[Any]:
         """The ACLs matching the resources (all when none) and principals."""
-        found: list[Any] = []
-        for f in self._filters(resources, pattern, principals, (), ()):
-            for binding in self._wait(
-                self.admin.describe_acls(f, request_timeout=self.timeout), "listing ACLs"
-            ):
-                if binding not in found:
-                    found.append(binding)
-        return found
+        return _unique(
+            binding
+            for f in self._filters(resources, pattern, principals, (), ())
+            for binding in self._wait(self.admin.describe_acls(f, request_timeout=self.timeout), "listing ACLs")
+        )
 
     def close(self) -> None:
         close = getattr(self.admin, "close", None)
@@ -234,9 +210,13 @@ def _operations(values: tuple[str, ...]) -> list[AclOperation]:
     return [operation_of(v) for v in values]
 
 
-_OPERATION_HELP = (
-    "An operation (repeatable): All, Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
-    "DescribeConfigs, AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens."
+_OPERATION = click.option(
+    "--operation",
+    "operations",
+    multiple=True,
+    metavar="OP",
+    help="An operation (repeatable): All, Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
+    "DescribeConfigs, AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens.",
 )
 
 
@@ -274,7 +254,7 @@ def _echo(lines: list[str]) -> None:
 @click.option(
     "--host", "hosts", multiple=True, metavar="HOST", help="Host the ACL applies to (repeatable; default *)."
 )
-@click.option("--operation", "operations", multiple=True, metavar="OP", help=_OPERATION_HELP)
+@_OPERATION
 @click.option("--resource-pattern-type", "pattern", type=click.Choice(["literal", "prefixed"], case_sensitive=False),
               default="literal", show_default=True, help="How the resource names match.")  # fmt: skip
 def acls_add(bootstrap_server: str, timeout: float, topics: tuple[str, ...], groups: tuple[str, ...],
@@ -296,7 +276,7 @@ def acls_add(bootstrap_server: str, timeout: float, topics: tuple[str, ...], gro
     "--deny-principal", "deny", multiple=True, metavar="PRINCIPAL", help="Only this principal's ACLs."
 )
 @click.option("--host", "hosts", multiple=True, metavar="HOST", help="Only ACLs for this host (repeatable).")
-@click.option("--operation", "operations", multiple=True, metavar="OP", help=_OPERATION_HELP)
+@_OPERATION
 @click.option("--resource-pattern-type", "pattern", type=click.Choice(_PATTERNS, case_sensitive=False),
               default="literal", show_default=True,
               help="Which patterns match the names: literal, prefixed, match (those that apply), any.")  # fmt: skip
