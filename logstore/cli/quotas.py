@@ -55,9 +55,8 @@ _entity_options = with_options(
 @contextlib.contextmanager
 def _admin(bootstrap_server: str) -> Iterator[Any]:
     """logstore's AdminClient on the broker; an error ends the command with the broker's message."""
-    from logstore.client.admin import (
-        AdminClient,  # deferred: ~0.3 s to import, which `logstore --help` need not wait for
-    )
+    # deferred: logstore.client takes ~0.3 s to import, which `logstore --help` need not wait for
+    from logstore.client.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap_server})
     try:
