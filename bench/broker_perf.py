@@ -430,7 +430,7 @@ IDLE_LEAVES = frozenset(
     }
 )
 # The call chain every sample of the main thread shares; not worth listing as inclusive time.
-TRUNK_FILES = ("logstore/__main__.py", "logstore/cli.py", "logstore/broker/run.py")
+TRUNK_FILES = ("logstore/__main__.py", "logstore/cli/broker.py", "logstore/broker/run.py")
 
 
 def _function(frame: str) -> str:

@@ -78,7 +78,7 @@ def test_produce_prints_a_line_per_report_window(
     broker: BrokerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The periodic lines (the CLI run above ends within one window, so it prints none)."""
-    from logstore import perf as perf_module
+    from logstore.cli.perf import producer_perf as perf_module
 
     monkeypatch.setattr(perf_module, "REPORT_INTERVAL_S", 0.2)
     lines: list[str] = []

@@ -7,8 +7,8 @@ import pathlib
 
 import pytest
 
-from logstore.console import ConsoleError
-from logstore.reassign import load_plan, plan_json
+from logstore.cli._clients import ConsoleError
+from logstore.cli.reassign import load_plan, plan_json
 
 
 def write(tmp_path: pathlib.Path, text: str) -> str:

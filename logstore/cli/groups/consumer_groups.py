@@ -1,4 +1,4 @@
-"""``logstore groups``: Kafka's ``kafka-consumer-groups`` against any Kafka-protocol broker.
+"""What ``logstore groups`` does: Kafka's ``kafka-consumer-groups`` against any Kafka-protocol broker.
 
 It talks to the broker through an ``AdminClient``, logstore's or confluent-kafka's (``--client``; imported
 only when a command runs): ListGroups, DescribeGroups, OffsetFetch,
@@ -17,10 +17,6 @@ PARTITION NEW-OFFSET, and commits them only with ``execute`` (a dry run
 otherwise, as Kafka). An offset past the log end or before the log start
 is moved to it, with a warning (Kafka's rule).
 
->>> print("\\n".join(format_table(["A", "LONGER"], [["x", 1], ["yyyy", None]])))
-A    LONGER
-x    1
-yyyy -
 >>> parse_topic_spec("t:0,2")
 ('t', [0, 2])
 """
@@ -28,13 +24,12 @@ yyyy -
 from __future__ import annotations
 
 import datetime
-import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from logstore._clients import kafka_reason, selected_module, stderr_line
+from logstore.cli._clients import admin_module, kafka_reason, selected_module, stderr_line, unreachable
 from logstore.errors import LogstoreError
 
 DESCRIBE_HEADER = [
@@ -66,17 +61,6 @@ def confluent_kafka() -> ModuleType:
 def _code(exc: BaseException) -> int | None:
     first: Any = exc.args[0] if exc.args else None
     return int(first.code()) if hasattr(first, "code") else None
-
-
-def format_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
-    """Left-aligned columns one space apart; None prints as "-"."""
-    text = [[("-" if cell is None else str(cell)) for cell in row] for row in rows]
-    widths = [max([len(title)] + [len(row[i]) for row in text]) for i, title in enumerate(header)]
-    lines = []
-    for row in [list(header), *text]:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
-        lines.append(" ".join(cells).rstrip())
-    return lines
 
 
 def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
@@ -153,8 +137,7 @@ class Groups:
 
     def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
         self.kafka = confluent_kafka()
-        self.admin_api = importlib.import_module(f"{self.kafka.__name__}.admin")
-        AdminClient = self.admin_api.AdminClient
+        AdminClient = admin_module(self.kafka).AdminClient
 
         self.bootstrap = bootstrap
         self.timeout = timeout
@@ -170,11 +153,7 @@ class Groups:
     # -- plumbing -------------------------------------------------------------
 
     def _unreachable(self, error: object) -> GroupsError:
-        return GroupsError(
-            f"cannot reach a broker at {self.bootstrap} within {self.timeout:g} s ({error}); "
-            f"start one (logstore broker --listeners PLAINTEXT://{self.bootstrap}) "
-            "or pass --bootstrap-server HOST:PORT"
-        )
+        return GroupsError(unreachable(self.bootstrap, self.timeout, error))
 
     def _result(self, future: Any, what: str) -> Any:
         try:
@@ -391,7 +370,7 @@ class Groups:
 
 
 def _offset_spec() -> Any:
-    return importlib.import_module(f"{confluent_kafka().__name__}.admin").OffsetSpec
+    return admin_module(confluent_kafka()).OffsetSpec
 
 
 def _state_name(state: Any) -> str:

@@ -11,11 +11,14 @@ printed with its message and exit 1.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import click
 
-_NAMES = {"user": "user", "client-id": "client-id", "ip": "ip"}
+from logstore.cli._clients import kafka_reason
+from logstore.cli._options import BOOTSTRAP_OPTION, with_options
 
 
 def _entity(user: str | None, user_default: bool, client_id: str | None, client_default: bool,
@@ -30,43 +33,38 @@ def _entity(user: str | None, user_default: bool, client_id: str | None, client_
     return entity
 
 
-def _entity_options(fn: Any) -> Any:
-    options = [
-        click.option(
-            "--user", default=None, metavar="NAME", help="The user (a principal's name, e.g. alice)."
-        ),
-        click.option(
-            "--user-default", is_flag=True, help="The <default> user: every user without its own quota."
-        ),
-        click.option("--client-id", default=None, metavar="ID", help="The client id."),
-        click.option("--client-default", is_flag=True, help="The <default> client id."),
-        click.option("--ip", default=None, metavar="ADDR", help="An IP address (connection_creation_rate)."),
-        click.option("--ip-default", is_flag=True, help="The <default> IP."),
-        click.option(
-            "--bootstrap-server", default="127.0.0.1:9092", show_default=True, help="HOST:PORT of a broker."
-        ),
-        click.option(
-            "--timeout",
-            type=click.FloatRange(min=0, min_open=True),
-            default=15,
-            show_default=True,
-            help="Seconds to wait for the broker.",
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+_entity_options = with_options(
+    click.option("--user", default=None, metavar="NAME", help="The user (a principal's name, e.g. alice)."),
+    click.option("--user-default", is_flag=True, help="The <default> user: every user without its own quota."),
+    click.option("--client-id", default=None, metavar="ID", help="The client id."),
+    click.option("--client-default", is_flag=True, help="The <default> client id."),
+    click.option("--ip", default=None, metavar="ADDR", help="An IP address (connection_creation_rate)."),
+    click.option("--ip-default", is_flag=True, help="The <default> IP."),
+    BOOTSTRAP_OPTION,
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=15,
+        show_default=True,
+        help="Seconds to wait for the broker.",
+    ),
+)
+"""The entity, the broker and the timeout: the options of both commands."""
 
 
-def _admin(bootstrap_server: str) -> Any:
+@contextlib.contextmanager
+def _admin(bootstrap_server: str) -> Iterator[Any]:
+    """logstore's AdminClient on the broker; an error ends the command with the broker's message."""
+    # deferred: logstore.client takes ~0.3 s to import, which `logstore --help` need not wait for
     from logstore.client.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap_server})
-
-
-def _fail(e: Exception) -> click.ClickException:
-    error = e.args[0] if e.args else e
-    return click.ClickException(str(getattr(error, "str", lambda: error)()))
+    admin = AdminClient({"bootstrap.servers": bootstrap_server})
+    try:
+        yield admin
+    except Exception as e:
+        raise click.ClickException(kafka_reason(e)) from None
+    finally:
+        admin.close()
 
 
 @click.group()
@@ -91,15 +89,8 @@ def describe(user: str | None, user_default: bool, client_id: str | None, client
              ip: str | None, ip_default: bool, bootstrap_server: str, timeout: float, strict: bool) -> None:  # fmt: skip
     """Print the quotas of the entities matching the options, one line each (kafka-configs' form)."""
     entity = _entity(user, user_default, client_id, client_default, ip, ip_default)
-    admin = _admin(bootstrap_server)
-    try:
-        found = admin.describe_client_quotas(
-            list(entity.items()), strict=strict, request_timeout=timeout
-        ).result()
-    except Exception as e:
-        raise _fail(e) from None
-    finally:
-        admin.close()
+    with _admin(bootstrap_server) as admin:
+        found = admin.describe_client_quotas(list(entity.items()), strict=strict, request_timeout=timeout).result()
     for names, values in sorted(found.items(), key=lambda item: str(item[0])):
         shown = ", ".join(f"{kind} {'<default>' if name is None else repr(name)}" for kind, name in names)
         configs = ", ".join(f"{k}={v:g}" for k, v in sorted(values.items()))
@@ -133,16 +124,9 @@ def alter(user: str | None, user_default: bool, client_id: str | None, client_de
         ops[key] = None
     if not ops:
         raise click.UsageError("give --add-config and/or --delete-config")
-    admin = _admin(bootstrap_server)
-    try:
-        (future,) = admin.alter_client_quotas(
-            [(entity, ops)], validate_only=validate_only, request_timeout=timeout
-        )
+    with _admin(bootstrap_server) as admin:
+        (future,) = admin.alter_client_quotas([(entity, ops)], validate_only=validate_only, request_timeout=timeout)
         future.result()
-    except Exception as e:
-        raise _fail(e) from None
-    finally:
-        admin.close()
     click.echo(
         "Validated the quotas (nothing changed)." if validate_only else "Completed updating the quotas."
     )

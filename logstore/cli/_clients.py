@@ -1,11 +1,21 @@
-"""What the client-side tools (``logstore perf``, ``logstore groups``) share."""
+"""What the client-side tools share: the client library they drive a broker with, and its errors.
+
+A leaf of the CLI: the command modules import it; it imports none of them.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 from logstore.errors import LogstoreError
+
+
+class ConsoleError(LogstoreError):
+    """A console command (topics, produce, consume, reassign-partitions) cannot go on; the message says what to do."""
 
 
 def stderr_line(line: str) -> None:
@@ -20,7 +30,7 @@ def import_confluent_kafka(tool: str, error: type[LogstoreError]) -> ModuleType:
     imported only when a command runs.
     """
     try:
-        import confluent_kafka as module
+        import confluent_kafka as module  # deferred: an optional extra, and slow to import
     except ImportError as e:
         raise error(
             f"{tool} needs confluent-kafka ({e}); install it with: pip install 'logstore[clients]'"
@@ -34,6 +44,23 @@ def kafka_reason(exc: BaseException) -> str:
     return str(first.str() if hasattr(first, "str") else first)
 
 
+def client_call(what: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``; the library's KafkaException, or a bad argument, as ConsoleError("what: reason")."""
+    try:
+        return fn()
+    except Exception as e:  # the library's KafkaException, or a bad argument
+        raise ConsoleError(f"{what}: {kafka_reason(e)}") from None
+
+
+def unreachable(bootstrap: str, seconds: float, error: object) -> str:
+    """What to say when no broker answered at ``bootstrap``."""
+    return (
+        f"cannot reach a broker at {bootstrap} within {seconds:g} s ({error}); "
+        f"start one (logstore broker --listeners PLAINTEXT://{bootstrap}) "
+        "or pass --bootstrap-server HOST:PORT"
+    )
+
+
 CLIENTS = ("logstore", "confluent")
 """The client libraries the tools can drive a broker with: one API, two implementations."""
 
@@ -44,9 +71,14 @@ def kafka_module(name: str, tool: str, error: type[LogstoreError]) -> ModuleType
         return import_confluent_kafka(tool, error)
     if name != "logstore":
         raise error(f"{tool}: --client is one of {', '.join(CLIENTS)}, not {name!r}")
-    import logstore.client as module
+    import logstore.client as module  # deferred: ~0.3 s to import, which `logstore --help` need not wait for
 
     return module
+
+
+def admin_module(kafka: ModuleType) -> ModuleType:
+    """The library's ``admin`` module (``confluent_kafka.admin`` is not an attribute of ``confluent_kafka``)."""
+    return importlib.import_module(f"{kafka.__name__}.admin")
 
 
 _SELECTED = ["logstore"]

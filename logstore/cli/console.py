@@ -1,15 +1,12 @@
-"""``logstore topics``, ``logstore produce`` and ``logstore consume``: Kafka's console tools.
+"""``logstore produce`` and ``logstore consume``: Kafka's console producer and consumer.
 
 They take the client library as an argument (``logstore.client`` by default,
 or ``confluent_kafka``: the two have one API, so the code is the same), and
-print what ``kafka-topics``, ``kafka-console-producer`` and
-``kafka-console-consumer`` print.
+print what ``kafka-console-producer`` and ``kafka-console-consumer`` print.
 
-- ``topics``: list, create, delete, describe (Kafka's two-level layout: a topic
-  line, then one line per partition), alter (partitions and configs).
 - ``produce``: one record per line of stdin; ``parse.key=true`` splits each line
-  at ``key.separator`` (default tab) into key and value; ``--batch`` lines are
-  handed over at once (``produce_batch`` where the library has it).
+  at ``key.separator`` (default tab) into key and value; lines are handed over
+  :data:`PRODUCE_BATCH` at a time (``produce_batch`` where the library has it).
 - ``consume``: from the committed offsets of ``--group``, or (without a group)
   every partition from its end, or its start with ``--from-beginning``; stops
   at ``--max-messages``, after ``--timeout-ms`` with nothing new, or on Ctrl-C;
@@ -23,143 +20,30 @@ print what ``kafka-topics``, ``kafka-console-producer`` and
 
 from __future__ import annotations
 
-import importlib
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, BinaryIO
 
-from logstore._clients import kafka_reason
-from logstore.errors import LogstoreError
+import click
+
+from logstore.cli._clients import ConsoleError, client_call
+from logstore.cli._options import (
+    BOOTSTRAP_OPTION,
+    CONSOLE_CLIENT_OPTION,
+    click_errors,
+    client_library,
+    props_option_value,
+)
 
 CONSUME_BATCH = 10_000
 PRODUCE_BATCH = 10_000
 
 
-class ConsoleError(LogstoreError):
-    """A console command cannot go on; the message says what to do."""
-
-
-def parse_props(items: Iterable[str], option: str) -> dict[str, str]:
-    """``["a=1", "b=x=y"]`` -> ``{"a": "1", "b": "x=y"}``; anything else is an error naming ``option``."""
-    props: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConsoleError(f"{option} takes KEY=VALUE, got {item!r}")
-        props[key.strip()] = value
-    return props
-
-
 def _unescape(text: str) -> str:
     return text.encode("utf-8").decode("unicode_escape")
-
-
-def _call(what: str, fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except Exception as e:  # the library's KafkaException, or a bad argument
-        raise ConsoleError(f"{what}: {kafka_reason(e)}") from None
-
-
-# --------------------------------------------------------------------------- topics
-
-
-class Topics:
-    """kafka-topics over an AdminClient of ``kafka``."""
-
-    def __init__(
-        self, kafka: ModuleType, bootstrap: str, timeout: float, props: dict[str, str] | None = None
-    ) -> None:
-        self.kafka = kafka
-        self.api = importlib.import_module(
-            f"{kafka.__name__}.admin"
-        )  # confluent_kafka.admin is not an attribute
-        self.timeout = timeout
-        self.admin = _call("bad client configuration", lambda: self.api.AdminClient(
-            {"bootstrap.servers": bootstrap, **(props or {})}))  # fmt: skip
-        self.bootstrap = bootstrap
-
-    def _metadata(self, topic: str | None = None) -> Any:
-        return _call(f"cannot reach a broker at {self.bootstrap}",
-                     lambda: self.admin.list_topics(topic, timeout=self.timeout))  # fmt: skip
-
-    def _wait(self, futures: dict[Any, Any], what: str, ignore: int | None = None) -> None:
-        for key, future in futures.items():
-            try:
-                future.result(self.timeout)
-            except Exception as e:
-                error: Any = e.args[0] if e.args else None
-                if ignore is not None and hasattr(error, "code") and error.code() == ignore:
-                    continue
-                raise ConsoleError(f"{what} {key}: {kafka_reason(e)}") from None
-
-    def names(self, exclude_internal: bool = False) -> list[str]:
-        names = sorted(self._metadata().topics)
-        return [n for n in names if not (exclude_internal and n.startswith("__"))]
-
-    def create(self, topic: str, partitions: int, replication: int, configs: dict[str, str],
-               if_not_exists: bool) -> None:  # fmt: skip
-        new = self.api.NewTopic(topic, num_partitions=partitions, replication_factor=replication,
-                                        config=configs)  # fmt: skip
-        ignore = self.kafka.KafkaError.TOPIC_ALREADY_EXISTS if if_not_exists else None
-        self._wait(self.admin.create_topics([new], request_timeout=self.timeout), "creating topic", ignore)
-
-    def delete(self, topic: str, if_exists: bool) -> None:
-        ignore = self.kafka.KafkaError.UNKNOWN_TOPIC_OR_PART if if_exists else None
-        self._wait(self.admin.delete_topics([topic], request_timeout=self.timeout), "deleting topic", ignore)
-
-    def describe(self, topic: str | None) -> list[str]:
-        metadata = self._metadata(topic)
-        names = [topic] if topic is not None else sorted(metadata.topics)
-        lines: list[str] = []
-        for name in names:
-            entry = metadata.topics.get(name)
-            if entry is None or entry.error is not None:
-                reason = (
-                    entry.error.str() if entry is not None and entry.error is not None else "unknown topic"
-                )
-                raise ConsoleError(f"topic {name!r}: {reason}; list them with: logstore topics list")
-            configs = self._configs(name)
-            partitions = [entry.partitions[p] for p in sorted(entry.partitions)]
-            replication = len(partitions[0].replicas) if partitions else 0
-            shown = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
-            lines.append(f"Topic: {name}\tPartitionCount: {len(partitions)}\t"
-                         f"ReplicationFactor: {replication}\tConfigs: {shown}")  # fmt: skip
-            for p in partitions:
-                lines.append(
-                    f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
-                    f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isrs))}"
-                )
-        return lines
-
-    def _configs(self, topic: str) -> dict[str, str]:
-        """The topic's configs set for it (not broker defaults), as kafka-topics shows them."""
-        resource = self.api.ConfigResource(self.api.ResourceType.TOPIC, topic)
-        futures = self.admin.describe_configs([resource])
-        entries = _call(
-            f"describing configs of {topic}", lambda: next(iter(futures.values())).result(self.timeout)
-        )
-        dynamic = self.api.ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-        return {name: entry.value for name, entry in entries.items()
-                if getattr(entry.source, "value", entry.source) == dynamic}  # fmt: skip
-
-    def alter(self, topic: str, partitions: int | None, set_configs: dict[str, str],
-              delete_configs: Sequence[str]) -> None:  # fmt: skip
-        admin = self.api
-        if partitions is not None:
-            futures = self.admin.create_partitions([admin.NewPartitions(topic, partitions)],
-                                                   request_timeout=self.timeout)  # fmt: skip
-            self._wait(futures, "adding partitions to")
-        if set_configs or delete_configs:
-            entries = [admin.ConfigEntry(k, v, incremental_operation=admin.AlterConfigOpType.SET)
-                       for k, v in set_configs.items()]  # fmt: skip
-            entries += [admin.ConfigEntry(k, None, incremental_operation=admin.AlterConfigOpType.DELETE)
-                        for k in delete_configs]  # fmt: skip
-            resource = admin.ConfigResource(admin.ResourceType.TOPIC, topic, incremental_configs=entries)
-            self._wait(self.admin.incremental_alter_configs([resource]), "altering configs of")
 
 
 # --------------------------------------------------------------------------- produce
@@ -186,7 +70,7 @@ def produce_lines(
             if failed[0] <= 10:
                 err(f"error delivering a record to {topic}: {error.str()}")
 
-    producer = _call("bad producer configuration", lambda: kafka.Producer(config))
+    producer = client_call("bad producer configuration", lambda: kafka.Producer(config))
     sent = 0
     # logstore's produce_batch(topic, values, keys=...) encodes a list in C; confluent's takes other arguments.
     batch_api = producer.produce_batch if kafka.__name__ == "logstore.client" else None
@@ -198,9 +82,9 @@ def produce_lines(
         if not pending_values:
             return
         if batch_api is not None:
-            _call(f"producing to {topic}", lambda: batch_api(topic, pending_values,
-                                                             keys=pending_keys if parse_key else None,
-                                                             on_delivery=report))  # fmt: skip
+            client_call(f"producing to {topic}", lambda: batch_api(topic, pending_values,
+                                                                   keys=pending_keys if parse_key else None,
+                                                                   on_delivery=report))  # fmt: skip
         else:
             for key, value in zip(pending_keys, pending_values, strict=True):
                 while True:
@@ -331,11 +215,11 @@ def consume_records(
     config.setdefault("group.id", group or f"logstore-console-consumer-{int(time.time() * 1000) % 100000}")
     if group is None:
         config.setdefault("enable.auto.commit", False)
-    consumer = _call("bad consumer configuration", lambda: kafka.Consumer(config))
+    consumer = client_call("bad consumer configuration", lambda: kafka.Consumer(config))
     try:
         if group is None:
-            metadata = _call(f"cannot reach a broker at {config.get('bootstrap.servers')}",
-                             lambda: consumer.list_topics(topic, timeout=connect_timeout))  # fmt: skip
+            metadata = client_call(f"cannot reach a broker at {config.get('bootstrap.servers')}",
+                                   lambda: consumer.list_topics(topic, timeout=connect_timeout))  # fmt: skip
             entry = metadata.topics.get(topic)
             if entry is None or entry.error is not None:
                 raise ConsoleError(
@@ -383,3 +267,99 @@ def stdin_binary() -> BinaryIO:
 
 def stdout_binary() -> BinaryIO:
     return sys.stdout.buffer
+
+
+# --------------------------------------------------------------------------- the commands
+
+
+@click.command()
+@click.option("--topic", required=True, help="The topic to write to.")
+@BOOTSTRAP_OPTION
+@CONSOLE_CLIENT_OPTION
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
+              help="parse.key=true splits each line at key.separator (default a tab) into key and value.")  # fmt: skip
+@click.option("--producer-property", "producer_properties", multiple=True, metavar="KEY=VALUE",
+              help="A producer config key (repeatable), e.g. acks=all, linger.ms=5, compression.type=lz4.")  # fmt: skip
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60, show_default=True,
+              help="Seconds to wait at the end for every record to be acknowledged.")  # fmt: skip
+def produce(topic: str, bootstrap_server: str, client_name: str, properties: tuple[str, ...],
+            producer_properties: tuple[str, ...], timeout: float) -> None:  # fmt: skip
+    """Send each line of stdin as a record, like kafka-console-producer.
+
+    \b
+    printf 'a\\nb\\n' | logstore produce --topic events
+    printf 'k1:v1\\n' | logstore produce --topic events --property parse.key=true --property key.separator=:
+    """
+    kafka = client_library(client_name, "logstore produce")
+    config = {"bootstrap.servers": bootstrap_server,
+              **props_option_value(producer_properties, "--producer-property")}  # fmt: skip
+    props = props_option_value(properties, "--property")
+    with click_errors():
+        delivered, failed = produce_lines(kafka, config, topic, stdin_binary(), props, timeout=timeout,
+                                          err=lambda line: click.echo(line, err=True))  # fmt: skip
+    if failed:
+        raise click.ClickException(f"{failed} records failed ({delivered} delivered)")
+
+
+@click.command()
+@click.option("--topic", required=True, help="The topic to read.")
+@BOOTSTRAP_OPTION
+@CONSOLE_CLIENT_OPTION
+@click.option(
+    "--group", default=None, help="Read as a member of this group, from its committed offsets (committing)."
+)
+@click.option(
+    "--from-beginning",
+    is_flag=True,
+    help="Without a committed offset, start at the log start (else at the end).",
+)
+@click.option(
+    "--partition", type=click.IntRange(min=0), default=None, help="Only this partition (without --group)."
+)
+@click.option(
+    "--max-messages", type=click.IntRange(min=1), default=None, help="Stop after this many records."
+)
+@click.option(
+    "--timeout-ms", type=click.IntRange(min=1), default=None, help="Stop after this long with no new record."
+)
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
+              help="print.key, print.offset, print.partition, print.timestamp, print.headers (=true), "
+                   "key.separator, line.separator: Kafka's DefaultMessageFormatter.")  # fmt: skip
+@click.option("--format", "template", default=None,
+              help="A template instead: {topic} {partition} {offset} {timestamp} {key} {value} {headers}.")  # fmt: skip
+@click.option("--consumer-property", "consumer_properties", multiple=True, metavar="KEY=VALUE",
+              help="A consumer config key (repeatable).")  # fmt: skip
+@click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=15, show_default=True,
+              help="Seconds to wait for the broker at the start.")  # fmt: skip
+def consume(topic: str, bootstrap_server: str, client_name: str, group: str | None, from_beginning: bool,
+            partition: int | None, max_messages: int | None, timeout_ms: int | None,
+            properties: tuple[str, ...], template: str | None, consumer_properties: tuple[str, ...],
+            connect_timeout: float) -> None:  # fmt: skip
+    """Print records to stdout, like kafka-console-consumer.
+
+    \b
+    logstore consume --topic events --from-beginning --max-messages 10
+    logstore consume --topic events --group g --property print.key=true --property print.offset=true
+    logstore consume --topic events --from-beginning --format '{partition}/{offset} {key}={value}'
+
+    It stops at --max-messages, after --timeout-ms with nothing new, or on
+    Ctrl-C, and prints "Processed a total of N messages" on stderr.
+    """
+    if partition is not None and group is not None:
+        raise click.UsageError("--partition reads without a group; drop --group or --partition")
+    kafka = client_library(client_name, "logstore consume")
+    config = {"bootstrap.servers": bootstrap_server,
+              **props_option_value(consumer_properties, "--consumer-property")}  # fmt: skip
+    fmt = Format.of(props_option_value(properties, "--property"), template)
+    count = 0
+    try:
+        with click_errors():
+            count = consume_records(
+                kafka, config, topic, stdout_binary(), fmt, group=group, from_beginning=from_beginning,
+                partition=partition, max_messages=max_messages, timeout_ms=timeout_ms,
+                connect_timeout=connect_timeout)  # fmt: skip
+    except KeyboardInterrupt:
+        pass
+    finally:
+        click.echo(f"Processed a total of {count} messages", err=True)
+

@@ -15,19 +15,30 @@ Kafka tool has them:
 - ``list``: every reassignment in progress (ListPartitionReassignments).
 
 Every function returns the lines to print; errors are ConsoleError with what to do.
+They drive logstore's own AdminClient, imported when the command runs (it takes
+~0.3 s to import, which ``logstore --help`` need not wait for).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from logstore.client.admin import AdminClient
-from logstore.client.errors import KafkaException
-from logstore.client.types import TopicPartition
+import click
+
+from logstore.cli._clients import ConsoleError
+from logstore.cli._options import (
+    BOOTSTRAP_OPTION,
+    TIMEOUT_OPTION,
+    click_errors,
+    command_config_option,
+    props_option_value,
+)
 from logstore.cluster.assignment import assign_replicas
-from logstore.console import ConsoleError
+
+if TYPE_CHECKING:
+    from logstore.client.admin import AdminClient
 
 Plan = dict[tuple[str, int], list[int]]
 
@@ -105,7 +116,15 @@ def _names(keys: Any) -> str:
     return ",".join(f"{t}-{p}" for t, p in sorted(keys))
 
 
-def _settle(futures: Mapping[TopicPartition, Any], timeout: float) -> list[str]:
+def _alter(admin: AdminClient, moves: Mapping[tuple[str, int], list[int] | None], timeout: float) -> list[str]:
+    """AlterPartitionReassignments (None cancels a partition's); the failures, one line each."""
+    # deferred with the AdminClient (see the module's docstring)
+    from logstore.client.errors import KafkaException
+    from logstore.client.types import TopicPartition
+
+    futures = admin.alter_partition_reassignments(
+        {TopicPartition(t, p): replicas for (t, p), replicas in moves.items()}, request_timeout=timeout
+    )
     failures = []
     for tp, future in sorted(futures.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
         try:
@@ -113,6 +132,12 @@ def _settle(futures: Mapping[TopicPartition, Any], timeout: float) -> list[str]:
         except KafkaException as e:
             failures.append(f"{tp.topic}-{tp.partition}: {e.args[0].str() if e.args else e}")
     return failures
+
+
+def _moving(admin: AdminClient, timeout: float) -> set[tuple[str, int]]:
+    """The partitions with a reassignment in progress."""
+    ongoing = admin.list_partition_reassignments(request_timeout=timeout).result(timeout)
+    return {(tp.topic, tp.partition) for tp in ongoing}
 
 
 def execute(admin: AdminClient, plan: Plan, timeout: float) -> list[str]:
@@ -123,10 +148,7 @@ def execute(admin: AdminClient, plan: Plan, timeout: float) -> list[str]:
     before = {key: current[key] for key in plan}
     lines = ["Current partition replica assignment", "", plan_json(before), "",
              "Save this to use as the --reassignment-json-file option during rollback"]  # fmt: skip
-    futures = admin.alter_partition_reassignments(
-        {TopicPartition(t, p): replicas for (t, p), replicas in plan.items()}, request_timeout=timeout
-    )
-    failures = _settle(futures, timeout)
+    failures = _alter(admin, plan, timeout)
     if failures:
         raise ConsoleError("the reassignment was refused:\n  " + "\n  ".join(failures))
     lines.append(f"Successfully started partition reassignments for {_names(plan)}")
@@ -135,8 +157,7 @@ def execute(admin: AdminClient, plan: Plan, timeout: float) -> list[str]:
 
 def verify(admin: AdminClient, plan: Plan, timeout: float) -> tuple[list[str], bool]:
     """(the lines, whether every partition is done as planned)."""
-    ongoing = admin.list_partition_reassignments(request_timeout=timeout).result(timeout)
-    moving = {(tp.topic, tp.partition) for tp in ongoing}
+    moving = _moving(admin, timeout)
     current = _current(admin, {t for t, _ in plan}, timeout)
     lines, done = ["Status of partition reassignment:"], True
     for (topic, p), target in sorted(plan.items()):
@@ -153,15 +174,11 @@ def verify(admin: AdminClient, plan: Plan, timeout: float) -> tuple[list[str], b
 
 
 def cancel(admin: AdminClient, plan: Plan, timeout: float) -> list[str]:
-    ongoing = admin.list_partition_reassignments(request_timeout=timeout).result(timeout)
-    moving = {(tp.topic, tp.partition) for tp in ongoing}
+    moving = _moving(admin, timeout)
     doomed = sorted(key for key in plan if key in moving)
     lines = []
     if doomed:
-        futures = admin.alter_partition_reassignments(
-            {TopicPartition(t, p): None for t, p in doomed}, request_timeout=timeout
-        )
-        failures = _settle(futures, timeout)
+        failures = _alter(admin, dict.fromkeys(doomed), timeout)
         if failures:
             raise ConsoleError("cancelling failed:\n  " + "\n  ".join(failures))
         lines.append(f"Successfully cancelled partition reassignments for: {_names(doomed)}")
@@ -214,3 +231,83 @@ def generate(
         proposed.update({(name, p): list(r) for p, r in made.items()})
     return ["Current partition replica assignment", plan_json(current), "",
             "Proposed partition reassignment configuration", plan_json(proposed)]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@click.command("reassign-partitions")
+@BOOTSTRAP_OPTION
+@TIMEOUT_OPTION
+@click.option("--reassignment-json-file", "plan_file", default=None, metavar="FILE",
+              help='The plan: {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}.')  # fmt: skip
+@click.option("--execute", "action", flag_value="execute", help="Start the plan's reassignments.")
+@click.option("--verify", "action", flag_value="verify", help="Say, per partition, whether the plan is done.")
+@click.option("--cancel", "action", flag_value="cancel", help="Cancel the plan's reassignments in progress.")
+@click.option("--list", "action", flag_value="list", help="Every reassignment in progress.")
+@click.option("--generate", "action", flag_value="generate",
+              help="Propose a plan moving whole topics onto --broker-list.")  # fmt: skip
+@click.option("--topics-to-move-json-file", "topics_file", default=None, metavar="FILE",
+              help='With --generate: {"version":1,"topics":[{"topic":"t"}]}.')  # fmt: skip
+@click.option(
+    "--broker-list", default=None, metavar="1,2,3", help="With --generate: the brokers to move onto."
+)
+@click.option("--disable-rack-aware", is_flag=True, help="With --generate: ignore broker.rack.")
+@command_config_option("An admin client config key (repeatable).")
+def reassign_partitions(bootstrap_server: str, timeout: float, plan_file: str | None, action: str | None,
+                        topics_file: str | None, broker_list: str | None, disable_rack_aware: bool,
+                        command_config: tuple[str, ...]) -> None:  # fmt: skip
+    """Move partitions' replicas between brokers, like kafka-reassign-partitions.
+
+    \b
+    logstore reassign-partitions --generate --topics-to-move-json-file topics.json --broker-list 2,3
+    logstore reassign-partitions --reassignment-json-file plan.json --execute
+    logstore reassign-partitions --reassignment-json-file plan.json --verify
+    logstore reassign-partitions --reassignment-json-file plan.json --cancel
+    logstore reassign-partitions --list
+
+    --execute prints the current assignment first: keep it, it is the plan that
+    rolls the move back. New replicas copy the partition from its leader; once
+    they are in sync the old replicas are removed and delete their copies.
+    --verify exits with 1 while any partition of the plan is not done.
+    """
+    from logstore.client.admin import AdminClient  # deferred (see the module's docstring)
+
+    if action is None:
+        raise click.UsageError("say what to do: --execute, --verify, --cancel, --list or --generate")
+    if action in ("execute", "verify", "cancel") and plan_file is None:
+        raise click.UsageError(f"--{action} needs --reassignment-json-file FILE")
+    if action == "generate" and (topics_file is None or broker_list is None):
+        raise click.UsageError("--generate needs --topics-to-move-json-file FILE and --broker-list 1,2,3")
+    config = {"bootstrap.servers": bootstrap_server, **props_option_value(command_config, "--command-config")}
+    admin = AdminClient(config)
+    done = True
+    try:
+        with click_errors():
+            if action == "list":
+                lines = list_ongoing(admin, timeout)
+            elif action == "generate":
+                assert topics_file is not None and broker_list is not None
+                lines = generate(admin, topics_file, _broker_ids(broker_list), timeout, not disable_rack_aware)
+            else:
+                assert plan_file is not None
+                plan = load_plan(plan_file)
+                if action == "verify":
+                    lines, done = verify(admin, plan, timeout)
+                else:
+                    lines = (execute if action == "execute" else cancel)(admin, plan, timeout)
+        for line in lines:
+            click.echo(line)
+    finally:
+        admin.close()
+    if not done:
+        raise SystemExit(1)
+
+
+def _broker_ids(broker_list: str) -> list[int]:
+    try:
+        return [int(b) for b in broker_list.split(",") if b.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{broker_list!r}: broker ids separated by commas", param_hint="--broker-list"
+        ) from None

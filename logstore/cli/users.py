@@ -17,10 +17,14 @@ start only: use ``--bootstrap-server`` while it runs.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import click
 
+from logstore.cli._clients import import_confluent_kafka, kafka_reason
+from logstore.cli._options import click_errors, command_config_option, parse_props
+from logstore.cli._tables import format_table
 from logstore.errors import LogstoreError
 
 MECHANISM_NAMES = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -31,11 +35,6 @@ class UsersError(LogstoreError):
 
 
 def _admin(bootstrap_server: str, command_config: tuple[str, ...]) -> Any:
-    import importlib
-
-    from logstore._clients import import_confluent_kafka
-    from logstore.console import parse_props
-
     import_confluent_kafka("logstore users", UsersError)
     admin_module = importlib.import_module("confluent_kafka.admin")
     config = {"bootstrap.servers": bootstrap_server, **parse_props(command_config, "--command-config")}
@@ -46,10 +45,13 @@ def _mechanism(admin_module: Any, name: str) -> Any:
     return getattr(admin_module.ScramMechanism, name.replace("-", "_"))
 
 
-def _reason(e: BaseException) -> str:
-    from logstore._clients import kafka_reason
-
-    return kafka_reason(e)
+def _alter(admin: Any, change: Any, user: str, timeout: float, failure: str) -> None:
+    """AlterUserScramCredentials of one upsertion or deletion; UsersError("failure: reason") if refused."""
+    futures = admin.alter_user_scram_credentials([change], request_timeout=timeout)
+    try:
+        futures[user].result(timeout)
+    except Exception as e:
+        raise UsersError(f"{failure}: {kafka_reason(e)}") from None
 
 
 def upsert_remote(
@@ -64,11 +66,7 @@ def upsert_remote(
     admin_module, admin = _admin(bootstrap_server, command_config)
     info = admin_module.ScramCredentialInfo(_mechanism(admin_module, mechanism), iterations)
     upsertion = admin_module.UserScramCredentialUpsertion(user, info, password.encode("utf-8"))
-    futures = admin.alter_user_scram_credentials([upsertion], request_timeout=timeout)
-    try:
-        futures[user].result(timeout)
-    except Exception as e:
-        raise UsersError(f"cannot set the {mechanism} credential of {user}: {_reason(e)}") from None
+    _alter(admin, upsertion, user, timeout, f"cannot set the {mechanism} credential of {user}")
 
 
 def delete_remote(
@@ -76,11 +74,7 @@ def delete_remote(
 ) -> None:
     admin_module, admin = _admin(bootstrap_server, command_config)
     deletion = admin_module.UserScramCredentialDeletion(user, _mechanism(admin_module, mechanism))
-    futures = admin.alter_user_scram_credentials([deletion], request_timeout=timeout)
-    try:
-        futures[user].result(timeout)
-    except Exception as e:
-        raise UsersError(f"cannot delete the {mechanism} credential of {user}: {_reason(e)}") from None
+    _alter(admin, deletion, user, timeout, f"cannot delete the {mechanism} credential of {user}")
 
 
 def describe_remote(
@@ -96,7 +90,7 @@ def describe_remote(
             else found.result(timeout)
         )
     except Exception as e:
-        raise UsersError(f"cannot describe the users: {_reason(e)}") from None
+        raise UsersError(f"cannot describe the users: {kafka_reason(e)}") from None
     rows = []
     for user, description in sorted(described.items()):
         for info in description.scram_credential_infos:
@@ -105,6 +99,7 @@ def describe_remote(
 
 
 def upsert_local(data_dir: str, user: str, mechanism: str, password: str, iterations: int) -> None:
+    # deferred, as in delete_local: the SCRAM code adds ~8 ms to every `logstore --help`
     from logstore.security.credentials import FILE_NAME, FileCredentialStore
     from logstore.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, ScramCredential
 
@@ -119,7 +114,7 @@ def upsert_local(data_dir: str, user: str, mechanism: str, password: str, iterat
 
 
 def delete_local(data_dir: str, user: str, mechanism: str) -> None:
-    from logstore.security.credentials import FileCredentialStore
+    from logstore.security.credentials import FileCredentialStore  # deferred (see upsert_local)
 
     store = FileCredentialStore(data_dir)
     if store.get(user, mechanism) is None:
@@ -134,13 +129,6 @@ def _where(bootstrap_server: str | None, data_dir: str | None) -> None:
         )
 
 
-def _guard(fn: Any) -> Any:
-    try:
-        return fn()
-    except LogstoreError as e:
-        raise click.ClickException(str(e)) from None
-
-
 _SERVER = click.option("--bootstrap-server", default=None, help="HOST:PORT of a running broker.")
 _DATA_DIR = click.option(
     "--data-dir",
@@ -148,12 +136,7 @@ _DATA_DIR = click.option(
     default=None,
     help="Write the credential file of a stopped single broker instead (bootstraps the first user).",
 )
-_CONFIG = click.option(
-    "--command-config",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A client config key (repeatable), e.g. security.protocol=SASL_SSL.",
-)
+_CONFIG = command_config_option("A client config key (repeatable), e.g. security.protocol=SASL_SSL.")
 _USER = click.option("--user", required=True, help="The user name (the principal User:<name>).")
 _MECHANISM = click.option(
     "--mechanism", type=click.Choice(MECHANISM_NAMES), default="SCRAM-SHA-512", show_default=True
@@ -205,14 +188,12 @@ def _upsert_command(name: str, help_text: str) -> None:
     ) -> None:
         _where(bootstrap_server, data_dir)
         if data_dir is not None:
-            _guard(lambda: upsert_local(data_dir, user, mechanism, password, iterations))
+            with click_errors():
+                upsert_local(data_dir, user, mechanism, password, iterations)
         else:
             assert bootstrap_server is not None
-            _guard(
-                lambda: upsert_remote(
-                    bootstrap_server, command_config, user, mechanism, password, iterations, timeout
-                )
-            )
+            with click_errors():
+                upsert_remote(bootstrap_server, command_config, user, mechanism, password, iterations, timeout)
             click.echo(f"{user}: {mechanism} credential set", err=True)
 
 
@@ -229,9 +210,8 @@ def users_describe(
     bootstrap_server: str, command_config: tuple[str, ...], user_names: tuple[str, ...], timeout: float
 ) -> None:
     """Print USER MECHANISM ITERATIONS for each credential."""
-    from logstore.groups_admin import format_table
-
-    rows = _guard(lambda: describe_remote(bootstrap_server, command_config, list(user_names), timeout))
+    with click_errors():
+        rows = describe_remote(bootstrap_server, command_config, list(user_names), timeout)
     for line in format_table(["USER", "MECHANISM", "ITERATIONS"], rows):
         click.echo(line)
 
@@ -253,9 +233,10 @@ def users_delete(
 ) -> None:
     """Delete a user's SCRAM credential for one mechanism."""
     _where(bootstrap_server, data_dir)
-    if data_dir is not None:
-        _guard(lambda: delete_local(data_dir, user, mechanism))
-    else:
-        assert bootstrap_server is not None
-        _guard(lambda: delete_remote(bootstrap_server, command_config, user, mechanism, timeout))
+    with click_errors():
+        if data_dir is not None:
+            delete_local(data_dir, user, mechanism)
+        else:
+            assert bootstrap_server is not None
+            delete_remote(bootstrap_server, command_config, user, mechanism, timeout)
     click.echo(f"{user}: {mechanism} credential deleted", err=True)
