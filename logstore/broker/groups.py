@@ -39,16 +39,16 @@ from logstore.coordinator import (
     WriteError,
     partition_for,
 )
-from logstore.coordinator.coordinator import OFFSETS_TOPIC
-from logstore.coordinator.group import TopicPartition
-from logstore.coordinator.schemas import (
+from logstore.coordinator.group.classic_group import TopicPartition
+from logstore.coordinator.group.group_coordinator import OFFSETS_TOPIC
+from logstore.coordinator.group.offsets_schemas import (
     OffsetCommitKey,
     OffsetCommitValue,
     OffsetsSchemaError,
     Record,
     decode_key,
 )
-from logstore.coordinator.txn_offsets import Batch, PendingTxnOffsets, replay
+from logstore.coordinator.group.txn_offsets import Batch, PendingTxnOffsets, replay
 from logstore.errors import LogstoreError, RecordTooLargeError
 from logstore.storage.log import Log
 from logstore.storage.transactions import CompletedTxn

@@ -37,8 +37,8 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.groups import read_partition
 from logstore.broker.inter_broker import BrokerChannel, ChannelError
 from logstore.broker.metadata_cache import NO_LEADER
-from logstore.coordinator.schemas import Record
-from logstore.coordinator.transactions import (
+from logstore.coordinator.group.offsets_schemas import Record
+from logstore.coordinator.txn.transaction_coordinator import (
     TRANSACTION_STATE_TOPIC,
     TopicPartition,
     TransactionCoordinator,

@@ -48,7 +48,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.inter_broker import ChannelError
 from logstore.broker.metadata_cache import NO_LEADER
-from logstore.coordinator.transactions import TRANSACTION_STATE_TOPIC, TopicPartition
+from logstore.coordinator.txn.transaction_coordinator import TRANSACTION_STATE_TOPIC, TopicPartition
 from logstore.protocol.codec import group_by_topic
 
 if TYPE_CHECKING:

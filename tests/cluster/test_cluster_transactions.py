@@ -15,7 +15,7 @@ from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
 from logstore.coordinator import partition_for
-from logstore.coordinator.transactions import TRANSACTION_STATE_TOPIC
+from logstore.coordinator.txn.transaction_coordinator import TRANSACTION_STATE_TOPIC
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402

@@ -20,15 +20,15 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from logstore.coordinator import CoordinatorConfig, GroupCoordinator, ManualClock
-from logstore.coordinator.consumer_group import (
+from logstore.coordinator.group.consumer_group import (
     ConsumerGroupError,
     ConsumerGroupMember,
     ConsumerGroupState,
     MemberState,
     Reconciliation,
 )
-from logstore.coordinator.consumer_membership import HeartbeatRequest, HeartbeatResult
-from logstore.coordinator.consumer_records import (
+from logstore.coordinator.group.consumer_membership import HeartbeatRequest, HeartbeatResult
+from logstore.coordinator.group.consumer_records import (
     ASSIGNMENT_EPOCH,
     CURRENT_ASSIGNMENT,
     GROUP_EPOCH,
@@ -48,8 +48,8 @@ from logstore.coordinator.consumer_records import (
     decode_consumer_record,
     encode_consumer_record,
 )
-from logstore.coordinator.group_configs import GroupConfigs
-from logstore.coordinator.schemas import OffsetsSchemaError, Record
+from logstore.coordinator.group.group_configs import GroupConfigs
+from logstore.coordinator.group.offsets_schemas import OffsetsSchemaError, Record
 
 E = ErrorCode
 S = ConsumerGroupState

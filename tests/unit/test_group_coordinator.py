@@ -26,7 +26,7 @@ from logstore.coordinator import (
     WriteError,
     partition_for,
 )
-from logstore.coordinator.schemas import (
+from logstore.coordinator.group.offsets_schemas import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,

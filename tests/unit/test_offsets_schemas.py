@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logstore.coordinator.schemas import (
+from logstore.coordinator.group.offsets_schemas import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
@@ -257,7 +257,7 @@ def test_value_v3_fast_path_writes_the_schema_bytes(
     offset: int, epoch: int, metadata: str, timestamp: int
 ) -> None:
     """The one-pack encoding of version 3 is the field-by-field schema encoding."""
-    from logstore.coordinator.schemas import _Writer
+    from logstore.coordinator.group.offsets_schemas import _Writer
 
     writer = _Writer(3, flexible=False)
     writer.int64(offset)

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 import pytest
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.schemas import Record
-from logstore.coordinator.transactions import (
+from logstore.coordinator.group.offsets_schemas import Record
+from logstore.coordinator.txn.transaction_coordinator import (
     EPOCH_MAX,
     TopicPartition,
     TransactionCoordinator,

@@ -31,8 +31,8 @@ from logstore.broker.metadata_cache import NO_LEADER
 from logstore.broker.server import RequestContext
 from logstore.broker.transactions import ensure_transaction_topic_async
 from logstore.coordinator import partition_for
-from logstore.coordinator.coordinator import OFFSETS_TOPIC
-from logstore.coordinator.transactions import TRANSACTION_STATE_TOPIC
+from logstore.coordinator.group.group_coordinator import OFFSETS_TOPIC
+from logstore.coordinator.txn.transaction_coordinator import TRANSACTION_STATE_TOPIC
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations

@@ -21,7 +21,7 @@ version     layout
 Kafka writes OffsetCommitKey with version 1 and GroupMetadataKey with 2;
 3+ are the records of the newer (KIP-848) coordinator: :func:`decode_key`
 answers :class:`UnknownKeyError` for them, and
-:mod:`~logstore.coordinator.consumer_records` reads those of consumer groups
+:mod:`~logstore.coordinator.group.consumer_records` reads those of consumer groups
 (3-8).
 
 Values:

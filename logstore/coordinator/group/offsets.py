@@ -1,7 +1,7 @@
 """Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and expiry.
 
 :class:`OffsetsManager` checks commits against the group's membership and
-generation, makes their records (:mod:`~logstore.coordinator.persistence`)
+generation, makes their records (:mod:`~logstore.coordinator.group.persistence`)
 and makes the offsets visible once they are written; deletes and expires
 offsets, writing tombstones, and lets a group with nothing left die
 (Kafka's ``cleanupGroupMetadata``).
@@ -22,11 +22,16 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from logstore.coordinator.clock import Clock, Repeating
-from logstore.coordinator.config import CoordinatorConfig
-from logstore.coordinator.group import GroupMetadata, GroupState, TopicPartition, java_string_length
-from logstore.coordinator.membership import MembershipManager
-from logstore.coordinator.persistence import GroupMetadataManager, offset_records, tombstones
-from logstore.coordinator.schemas import OffsetCommitValue, Record
+from logstore.coordinator.group.classic_group import (
+    GroupMetadata,
+    GroupState,
+    TopicPartition,
+    java_string_length,
+)
+from logstore.coordinator.group.classic_membership import MembershipManager
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue, Record
+from logstore.coordinator.group.persistence import GroupMetadataManager, offset_records, tombstones
 
 log = logging.getLogger(__name__)
 

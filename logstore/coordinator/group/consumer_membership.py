@@ -11,10 +11,10 @@ Heartbeat do together in the classic protocol:
    assignment is computed by the server-side assignor the members ask for
    ("uniform" or "range"; the first of ``group.consumer.assignors`` by default);
 3. the member takes one step toward its target
-   (:class:`~logstore.coordinator.consumer_group.Reconciliation`): revoke
+   (:class:`~logstore.coordinator.group.consumer_group.Reconciliation`): revoke
    first, then receive the partitions no other member still holds.
 
-Every change is a list of records (:mod:`~logstore.coordinator.consumer_records`)
+Every change is a list of records (:mod:`~logstore.coordinator.group.consumer_records`)
 written to the group's ``__consumer_offsets`` partition first and replayed
 into the group after (:meth:`ConsumerGroupManager.replay`); loading a
 partition replays the same records, so a restarted coordinator holds the
@@ -45,10 +45,15 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.assignors import AssignorError, MemberSpec, make_assignors
 from logstore.coordinator.clock import Clock, Repeating, TimerHandle
-from logstore.coordinator.config import CoordinatorConfig
-from logstore.coordinator.consumer_group import (
+from logstore.coordinator.group.classic_group import (
+    GroupMetadata,
+    GroupState,
+    TopicPartition,
+    java_string_length,
+)
+from logstore.coordinator.group.classic_membership import MembershipManager
+from logstore.coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
@@ -59,7 +64,7 @@ from logstore.coordinator.consumer_group import (
     Reconciliation,
     is_subset,
 )
-from logstore.coordinator.consumer_records import (
+from logstore.coordinator.group.consumer_records import (
     ASSIGNMENT_EPOCH,
     CURRENT_ASSIGNMENT,
     EMPTY_ASSIGNMENT,
@@ -80,18 +85,18 @@ from logstore.coordinator.consumer_records import (
     assignment,
     encode_consumer_record,
 )
-from logstore.coordinator.group import GroupMetadata, GroupState, TopicPartition, java_string_length
-from logstore.coordinator.group_configs import GroupConfigs
-from logstore.coordinator.membership import MembershipManager
-from logstore.coordinator.offsets import (
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.group_configs import GroupConfigs
+from logstore.coordinator.group.offsets import (
     DeleteOffsetsResult,
     FetchedOffset,
     FetchOffsetsResult,
     OffsetCommit,
     PreparedCommit,
 )
-from logstore.coordinator.persistence import GroupMetadataManager, offset_records, tombstones
-from logstore.coordinator.schemas import OffsetCommitValue, Record, group_metadata_record
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue, Record, group_metadata_record
+from logstore.coordinator.group.persistence import GroupMetadataManager, offset_records, tombstones
+from logstore.coordinator.group.server_assignors import AssignorError, MemberSpec, make_assignors
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +263,7 @@ class ConsumerGroupManager:
     All calls run on the thread of the clock's event loop. Complexities are per
     call, in terms of the group's *members*, the *partitions* of its subscribed
     topics and the *topics* of the subscriptions; the assignor's own cost is on
-    :mod:`~logstore.coordinator.assignors`.
+    :mod:`~logstore.coordinator.group.server_assignors`.
 
     Invariants: a group id is registered here or with the classic
     :class:`GroupMetadataManager`, not both (a conversion writes its tombstones

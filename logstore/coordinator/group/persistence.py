@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.group import (
+from logstore.coordinator.group.classic_group import (
     GroupMetadata,
     GroupState,
     MemberMetadata,
     TopicPartition,
     java_string_hash,
 )
-from logstore.coordinator.schemas import (
+from logstore.coordinator.group.offsets_schemas import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
@@ -54,7 +54,7 @@ from logstore.coordinator.schemas import (
 
 if TYPE_CHECKING:
     from logstore.coordinator.clock import Clock
-    from logstore.coordinator.config import CoordinatorConfig
+    from logstore.coordinator.group.coordinator_config import CoordinatorConfig
 
 log = logging.getLogger(__name__)
 
@@ -186,10 +186,10 @@ def replay(records: Iterable[Record], on_unreadable: Unreadable | None = None) -
     metadata record (or its tombstone) come first, in the order they first
     appear, then offsets-only groups. Every record is decoded before this
     returns: one that does not decode raises
-    :class:`~logstore.coordinator.schemas.OffsetsSchemaError`, or, when
+    :class:`~logstore.coordinator.group.offsets_schemas.OffsetsSchemaError`, or, when
     ``on_unreadable`` is given, is handed to it (key bytes, the error) and skipped.
 
-    >>> from logstore.coordinator.schemas import offset_commit_record as commit
+    >>> from logstore.coordinator.group.offsets_schemas import offset_commit_record as commit
     >>> replay([commit("g", "t", 0, OffsetCommitValue(5)), commit("g", "t", 1, OffsetCommitValue(7)),
     ...         commit("g", "t", 0, None)])
     {'g': (None, {('t', 1): OffsetCommitValue(offset=7, leader_epoch=-1, metadata='', commit_timestamp=-1, expire_timestamp=None)})}

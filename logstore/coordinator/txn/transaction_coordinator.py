@@ -53,8 +53,8 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.persistence import partition_for
-from logstore.coordinator.schemas import OffsetsSchemaError, Record, _Reader, _Writer
+from logstore.coordinator.group.offsets_schemas import OffsetsSchemaError, Record, _Reader, _Writer
+from logstore.coordinator.group.persistence import partition_for
 
 _log = logging.getLogger("logstore.coordinator")
 

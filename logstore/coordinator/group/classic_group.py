@@ -2,8 +2,8 @@
 
 This is the bookkeeping of Kafka's classic ``GroupMetadata`` and
 ``MemberMetadata``; it knows nothing of time, timers or the log (the
-:class:`~logstore.coordinator.membership.MembershipManager` drives it, and
-:mod:`~logstore.coordinator.persistence` turns it into records and back).
+:class:`~logstore.coordinator.group.classic_membership.MembershipManager` drives it, and
+:mod:`~logstore.coordinator.group.persistence` turns it into records and back).
 
 The states and their legal predecessors (anything else raises
 :class:`InvalidTransitionError`):
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.schemas import OffsetCommitValue
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
 
 TopicPartition = tuple[str, int]
 Protocols = Sequence[tuple[str, bytes]]
@@ -313,7 +313,7 @@ class GroupMetadata:
     ``_VALID_PREVIOUS_STATES`` allows (:class:`InvalidTransitionError`);
     the generation only increases, by one per completed join phase
     (asserted). What a Stable group holds is the coordinator's to keep (see
-    :class:`~logstore.coordinator.membership.MembershipManager`).
+    :class:`~logstore.coordinator.group.classic_membership.MembershipManager`).
     """
 
     def __init__(

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from logstore.coordinator.group import TopicPartition
-from logstore.coordinator.schemas import OffsetCommitValue, Record
+from logstore.coordinator.group.classic_group import TopicPartition
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue, Record
 
 GroupOffsets = dict[str, dict[TopicPartition, OffsetCommitValue]]
 

@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from logstore.coordinator.schemas import OffsetsSchemaError, Record, _Reader, _Writer
+from logstore.coordinator.group.offsets_schemas import OffsetsSchemaError, Record, _Reader, _Writer
 
 GROUP_EPOCH = 3
 SUBSCRIPTION_METADATA = 4
@@ -349,7 +349,7 @@ def decode_consumer_record(
     """The typed record of a consumer group key (types 3-8), or None for any other key.
 
     O(size of the record). Bytes that do not decode raise
-    :class:`~logstore.coordinator.schemas.OffsetsSchemaError`.
+    :class:`~logstore.coordinator.group.offsets_schemas.OffsetsSchemaError`.
     """
     record_type = consumer_record_type(key)
     if record_type is None:

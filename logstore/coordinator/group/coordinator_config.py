@@ -85,7 +85,7 @@ class CoordinatorConfig:
 
     def _check_consumer_protocol(self) -> None:
         """Kafka's ``require``s on the group.consumer.* settings."""
-        from logstore.coordinator.assignors import make_assignors
+        from logstore.coordinator.group.server_assignors import make_assignors
 
         for what, low, value, high in (
             ("heartbeat.interval.ms", self.group_consumer_min_heartbeat_interval_ms,
