@@ -53,7 +53,8 @@ from logstore.coordinator.group.offsets import (
     FetchOffsetsResult,
     PreparedCommit,
 )
-from logstore.coordinator.group.persistence import WriteError, Writer, partition_for
+from logstore.coordinator.group.persistence import WriteError, Writer
+from logstore.coordinator.internal_topics import partition_for
 
 __all__ = [
     "Clock",

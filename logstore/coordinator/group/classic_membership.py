@@ -49,7 +49,8 @@ from logstore.coordinator.group.classic_group import (
     SyncResult,
 )
 from logstore.coordinator.group.coordinator_config import CoordinatorConfig
-from logstore.coordinator.group.persistence import OFFSETS_TOPIC, GroupMetadataManager
+from logstore.coordinator.group.persistence import GroupMetadataManager
+from logstore.coordinator.internal_topics import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.group.classic_group import java_hashmap_order
 from logstore.coordinator.group.consumer_records import (
     EMPTY_ASSIGNMENT,
     Assignment,
@@ -54,6 +53,7 @@ from logstore.coordinator.group.consumer_records import (
     TopicMetadata,
 )
 from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
+from logstore.coordinator.java_strings import java_hashmap_order
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2

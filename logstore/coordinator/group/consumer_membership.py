@@ -46,12 +46,7 @@ from typing import Protocol
 from kio.schema.errors import ErrorCode
 
 from logstore.coordinator.clock import Clock, Repeating, TimerHandle
-from logstore.coordinator.group.classic_group import (
-    GroupMetadata,
-    GroupState,
-    TopicPartition,
-    java_string_length,
-)
+from logstore.coordinator.group.classic_group import GroupMetadata, GroupState, TopicPartition
 from logstore.coordinator.group.classic_membership import MembershipManager
 from logstore.coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -94,9 +89,11 @@ from logstore.coordinator.group.offsets import (
     OffsetCommit,
     PreparedCommit,
 )
-from logstore.coordinator.group.offsets_schemas import OffsetCommitValue, Record, group_metadata_record
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue, group_metadata_record
 from logstore.coordinator.group.persistence import GroupMetadataManager, offset_records, tombstones
 from logstore.coordinator.group.server_assignors import AssignorError, MemberSpec, make_assignors
+from logstore.coordinator.java_strings import java_string_length
+from logstore.coordinator.record_codec import Record
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,6 @@ hand.
 Complexities are stated per call in terms of a group's *members*, the
 *partitions* of a request, the group's committed *offsets* and the
 coordinator's *groups*; a member's protocols count as O(1).
-
->>> partition_for("group")
-47
 """
 
 from __future__ import annotations
@@ -49,7 +46,7 @@ from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.clock import Clock, LoopClock, ManualClock, TimerHandle
+from logstore.coordinator.clock import Clock, LoopClock
 from logstore.coordinator.group.classic_group import (
     GroupMetadata,
     GroupState,
@@ -59,7 +56,6 @@ from logstore.coordinator.group.classic_group import (
     TopicPartition,
 )
 from logstore.coordinator.group.classic_membership import (
-    NEW_MEMBER_JOIN_TIMEOUT_MS,
     LeaveMemberResult,
     LeaveResult,
     MembershipManager,
@@ -77,56 +73,20 @@ from logstore.coordinator.group.consumer_records import (
     consumer_record_type,
     decode_consumer_record,
 )
-from logstore.coordinator.group.coordinator_config import INT_MAX, CoordinatorConfig
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
 from logstore.coordinator.group.group_configs import GroupConfigs
 from logstore.coordinator.group.offsets import (
-    NO_OFFSET,
     DeleteOffsetsResult,
-    FetchedOffset,
     FetchOffsetsResult,
     OffsetCommit,
     OffsetsManager,
     PreparedCommit,
 )
-from logstore.coordinator.group.offsets_schemas import OffsetCommitValue, OffsetsSchemaError, Record
-from logstore.coordinator.group.persistence import (
-    OFFSETS_TOPIC,
-    GroupMetadataManager,
-    Unreadable,
-    WriteError,
-    Writer,
-    partition_for,
-)
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
+from logstore.coordinator.group.persistence import GroupMetadataManager, Unreadable, Writer
+from logstore.coordinator.record_codec import OffsetsSchemaError, Record
 
 _T = TypeVar("_T")
-
-__all__ = [
-    "INT_MAX",
-    "NEW_MEMBER_JOIN_TIMEOUT_MS",
-    "NO_OFFSET",
-    "OFFSETS_TOPIC",
-    "Clock",
-    "CoordinatorConfig",
-    "DeleteOffsetsResult",
-    "FetchOffsetsResult",
-    "FetchedOffset",
-    "GroupCoordinator",
-    "GroupDescription",
-    "GroupOverview",
-    "HeartbeatRequest",
-    "HeartbeatResult",
-    "LeaveMemberResult",
-    "LeaveResult",
-    "LoopClock",
-    "ManualClock",
-    "MemberDescription",
-    "OffsetCommit",
-    "PreparedCommit",
-    "TimerHandle",
-    "WriteError",
-    "Writer",
-    "partition_for",
-]
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,13 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from logstore.coordinator.clock import Clock, Repeating
-from logstore.coordinator.group.classic_group import (
-    GroupMetadata,
-    GroupState,
-    TopicPartition,
-    java_string_length,
-)
+from logstore.coordinator.group.classic_group import GroupMetadata, GroupState, TopicPartition
 from logstore.coordinator.group.classic_membership import MembershipManager
 from logstore.coordinator.group.coordinator_config import CoordinatorConfig
-from logstore.coordinator.group.offsets_schemas import OffsetCommitValue, Record
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
 from logstore.coordinator.group.persistence import GroupMetadataManager, offset_records, tombstones
+from logstore.coordinator.java_strings import java_string_length
+from logstore.coordinator.record_codec import Record
 
 log = logging.getLogger(__name__)
 
