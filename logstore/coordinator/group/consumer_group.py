@@ -2,8 +2,10 @@
 
 The state of Kafka's ``ConsumerGroup``, ``ConsumerGroupMember`` and
 ``CurrentAssignmentBuilder``. It knows nothing of time or the log: the
-:class:`~logstore.coordinator.group.consumer_membership.ConsumerGroupManager` drives
-it, and changes it only by replaying records
+:class:`~logstore.coordinator.group.consumer_membership.ConsumerMembershipManager`
+drives it, and the
+:class:`~logstore.coordinator.group.consumer_group_store.ConsumerGroupStore` changes
+it only by replaying records
 (:mod:`~logstore.coordinator.group.consumer_records`), so what a restarted
 coordinator loads is what the running one held.
 

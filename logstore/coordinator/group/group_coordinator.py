@@ -15,7 +15,7 @@ parts that share the groups:
 - :class:`~logstore.coordinator.group.persistence.GroupMetadataManager`: the groups
   by id, and their ``__consumer_offsets`` records (written through
   ``writer``; :meth:`GroupCoordinator.load` rebuilds the state from them);
-- :class:`~logstore.coordinator.group.consumer_membership.ConsumerGroupManager`: the
+- :class:`~logstore.coordinator.group.consumer_group_manager.ConsumerGroupManager`: the
   consumer-protocol groups (KIP-848), their heartbeats, records and offsets.
 
 A group id names a classic group or a consumer group, never both, as in
@@ -61,13 +61,8 @@ from logstore.coordinator.group.classic_membership import (
     MembershipManager,
 )
 from logstore.coordinator.group.consumer_group import ConsumerGroup
-from logstore.coordinator.group.consumer_membership import (
-    ConsumerGroupManager,
-    DescribedConsumerGroup,
-    HeartbeatRequest,
-    HeartbeatResult,
-    TopicCatalog,
-)
+from logstore.coordinator.group.consumer_group_manager import ConsumerGroupManager, DescribedConsumerGroup
+from logstore.coordinator.group.consumer_membership import HeartbeatRequest, HeartbeatResult, TopicCatalog
 from logstore.coordinator.group.consumer_records import (
     ConsumerRecord,
     consumer_record_type,
