@@ -45,10 +45,10 @@ from logstore.coordinator.group.offsets import (
     FetchOffsetsResult,
     OffsetCommit,
     PreparedCommit,
+    commit_values,
 )
 from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
 from logstore.coordinator.group.persistence import GroupMetadataManager, offset_records, tombstones
-from logstore.coordinator.java_strings import java_string_length
 from logstore.coordinator.record_codec import Record
 
 log = logging.getLogger(__name__)
@@ -216,18 +216,7 @@ class ConsumerGroupManager:
                     )
         except ConsumerGroupError as e:
             return PreparedCommit(dict.fromkeys(offsets, e.error))
-        now = self.clock.now_ms()
-        limit = self.config.offset_metadata_max_bytes
-        values: dict[TopicPartition, OffsetCommitValue] = {}
-        errors: dict[TopicPartition, ErrorCode] = {}
-        for partition, (offset, leader_epoch, metadata) in offsets.items():
-            text = metadata or ""
-            if text and java_string_length(text) > limit:
-                errors[partition] = ErrorCode.offset_metadata_too_large
-            else:
-                values[partition] = OffsetCommitValue(
-                    offset, -1 if leader_epoch is None else leader_epoch, text, now
-                )
+        values, errors = commit_values(offsets, self.clock.now_ms(), self.config.offset_metadata_max_bytes)
         return ConsumerGroupCommit(errors, offset_records(group.group_id, values), group, values)
 
     def fetch_offsets(

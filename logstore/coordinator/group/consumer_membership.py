@@ -171,6 +171,26 @@ class HeartbeatResult:
     wrote: bool = False
 
 
+def _unwritten(error: ErrorCode) -> HeartbeatResult:
+    """The answer when the group's records could not be written."""
+    return HeartbeatResult(error, f"the group's records could not be written: {error.name}")
+
+
+def _static_owner(group: ConsumerGroup, instance_id: str, member_id: str) -> ConsumerGroupMember:
+    """The static member of ``instance_id``, which must be ``member_id`` (Kafka's
+    ``throwIfStaticMemberIsUnknown`` and ``throwIfInstanceIdIsFenced``). O(1)."""
+    existing = group.static_member(instance_id)
+    if existing is None:
+        raise ConsumerGroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+    if existing.member_id != member_id:
+        raise ConsumerGroupError(
+            ErrorCode.fenced_instance_id,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member "
+            f"{existing.member_id}.",
+        )
+    return existing
+
+
 def _blank(value: str | None) -> bool:
     """Kafka's ``throwIfEmptyString``: set, but empty once trimmed."""
     return value is not None and not value.strip()
@@ -338,14 +358,9 @@ class ConsumerMembershipManager:
                 updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
-        metadata = self._subscription_metadata(group, member if known else None, updated)
-        if metadata != group.subscription_metadata:
-            records.append(
-                (
-                    ConsumerGroupKey(SUBSCRIPTION_METADATA, group_id),
-                    SubscriptionMetadataValue(tuple(sorted(metadata.values()))),
-                )
-            )
+        metadata, metadata_record = self._subscription_metadata(group, member if known else None, updated)
+        if metadata_record:
+            records += metadata_record
             bump = True
         group_epoch = group.group_epoch
         if bump:
@@ -369,7 +384,7 @@ class ConsumerMembershipManager:
             records.append((ConsumerGroupKey(CURRENT_ASSIGNMENT, group_id, member_id), reconciled.current_assignment()))
         error = self._store.write(group_id, records, raw)
         if error != ErrorCode.none:
-            return HeartbeatResult(error, f"the group's records could not be written: {error.name}")
+            return _unwritten(error)
         for action in after:
             action()
         if reconciled != updated:
@@ -449,8 +464,8 @@ class ConsumerMembershipManager:
         owned: Assignment | None,
         records: list[ConsumerRecord],
     ) -> ConsumerGroupMember:
-        existing = group.static_member(instance_id)
         if epoch == 0:
+            existing = group.static_member(instance_id)
             if existing is None:
                 log.info("group %s: static member %s (%s) joins", group.group_id, member_id, instance_id)
                 return group.members.get(member_id) or ConsumerGroupMember(member_id)
@@ -475,14 +490,7 @@ class ConsumerMembershipManager:
             log.info("group %s: static member %s (%s) replaces %s", group.group_id, member_id, instance_id,
                      existing.member_id)  # fmt: skip
             return replacement
-        if existing is None:
-            raise ConsumerGroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
-        if existing.member_id != member_id:
-            raise ConsumerGroupError(
-                ErrorCode.fenced_instance_id,
-                f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                f"{existing.member_id}.",
-            )
+        existing = _static_owner(group, instance_id, member_id)
         self._check_epoch(existing, epoch, owned)
         return existing
 
@@ -549,14 +557,18 @@ class ConsumerMembershipManager:
 
     def _subscription_metadata(
         self, group: ConsumerGroup, replacing: ConsumerGroupMember | None, by: ConsumerGroupMember | None
-    ) -> dict[str, TopicMetadata]:
-        """The subscribed topics that exist, with their ids and partition counts. O(topics)."""
+    ) -> tuple[dict[str, TopicMetadata], list[ConsumerRecord]]:
+        """The subscribed topics that exist, with their ids and partition counts, and the record of
+        them if they are not the group's (none if they are). O(topics)."""
         metadata = {}
         for name in sorted(self.group_topics(group, replacing, by)):
             described = self.catalog.describe_topic(name)
             if described is not None:
                 metadata[name] = TopicMetadata(name, described[0], described[1])
-        return metadata
+        if metadata == group.subscription_metadata:
+            return metadata, []
+        value = SubscriptionMetadataValue(tuple(sorted(metadata.values())))
+        return metadata, [(ConsumerGroupKey(SUBSCRIPTION_METADATA, group.group_id), value)]
 
     def _update_target(
         self,
@@ -610,18 +622,7 @@ class ConsumerMembershipManager:
             member = group.member(member_id)
             log.info("group %s: member %s leaves", group.group_id, member_id)
         else:
-            static = group.static_member(request.instance_id)
-            if static is None:
-                raise ConsumerGroupError(
-                    ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown."
-                )
-            if static.member_id != member_id:
-                raise ConsumerGroupError(
-                    ErrorCode.fenced_instance_id,
-                    f"Static member {member_id} with instance id {request.instance_id} was fenced by member "
-                    f"{static.member_id}.",
-                )
-            member = static
+            member = _static_owner(group, request.instance_id, member_id)
             if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 log.info("group %s: static member %s leaves for now", group.group_id, member_id)
                 left = dataclasses.replace(
@@ -633,7 +634,7 @@ class ConsumerMembershipManager:
                 )
                 error = self._store.write(group.group_id, [record])
                 if error != ErrorCode.none:
-                    return HeartbeatResult(error, f"the group's records could not be written: {error.name}")
+                    return _unwritten(error)
                 self._cancel(self._rebalances, (group.group_id, member.member_id))
                 return HeartbeatResult(
                     ErrorCode.none,
@@ -643,7 +644,7 @@ class ConsumerMembershipManager:
                 )
         error = self._fence(group, member)
         if error != ErrorCode.none:
-            return HeartbeatResult(error, f"the group's records could not be written: {error.name}")
+            return _unwritten(error)
         return HeartbeatResult(
             ErrorCode.none, member_id=member_id, member_epoch=request.member_epoch, wrote=True
         )
@@ -652,14 +653,7 @@ class ConsumerMembershipManager:
         """Remove a member and bump the group epoch (Kafka's ``consumerGroupFenceMember``). O(topics)."""
         group_id = group.group_id
         records = self._store.member_tombstones(group_id, member.member_id)
-        metadata = self._subscription_metadata(group, member, None)
-        if metadata != group.subscription_metadata:
-            records.append(
-                (
-                    ConsumerGroupKey(SUBSCRIPTION_METADATA, group_id),
-                    SubscriptionMetadataValue(tuple(sorted(metadata.values()))),
-                )
-            )
+        records += self._subscription_metadata(group, member, None)[1]
         records.append((ConsumerGroupKey(GROUP_EPOCH, group_id), GroupEpochValue(group.group_epoch + 1)))
         error = self._store.write(group_id, records)
         if error == ErrorCode.none:
@@ -686,14 +680,7 @@ class ConsumerMembershipManager:
 
     def _on_session_expired(self, key: tuple[str, str]) -> None:
         self._sessions.pop(key, None)
-        group = self._store.get(key[0])
-        member = group.members.get(key[1]) if group is not None else None
-        if group is None or member is None:
-            return
-        log.info("group %s: member %s fenced: its session expired", key[0], key[1])
-        error = self._fence(group, member)
-        if error != ErrorCode.none:
-            log.warning("group %s: could not fence %s: %s", key[0], key[1], error.name)
+        self._fence_expired(key, None, "its session expired")
 
     def _schedule_rebalance_timeout(self, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
         key = (group_id, member_id)
@@ -704,12 +691,15 @@ class ConsumerMembershipManager:
 
     def _on_rebalance_expired(self, key: tuple[str, str], epoch: int, timeout_ms: int) -> None:
         self._rebalances.pop(key, None)
+        self._fence_expired(key, epoch, f"it did not leave epoch {epoch} within {timeout_ms} ms")
+
+    def _fence_expired(self, key: tuple[str, str], epoch: int | None, why: str) -> None:
+        """A member's timer fired: fence the member if it is still there (at ``epoch``, if given)."""
         group = self._store.get(key[0])
         member = group.members.get(key[1]) if group is not None else None
-        if group is None or member is None or member.member_epoch != epoch:
+        if group is None or member is None or (epoch is not None and member.member_epoch != epoch):
             return
-        log.info("group %s: member %s fenced: it did not leave epoch %d within %d ms", key[0], key[1], epoch,
-                 timeout_ms)  # fmt: skip
+        log.info("group %s: member %s fenced: %s", key[0], key[1], why)
         error = self._fence(group, member)
         if error != ErrorCode.none:
             log.warning("group %s: could not fence %s: %s", key[0], key[1], error.name)

@@ -152,6 +152,23 @@ class PreparedCommit:
 # -- the manager -----------------------------------------------------------------
 
 
+def commit_values(
+    offsets: Mapping[TopicPartition, OffsetCommit], now_ms: int, metadata_limit: int
+) -> tuple[dict[TopicPartition, OffsetCommitValue], dict[TopicPartition, ErrorCode]]:
+    """The values a commit writes, committed at ``now_ms``, and OFFSET_METADATA_TOO_LARGE for the
+    partitions whose metadata is longer than ``metadata_limit`` (a Java string's length). O(partitions)."""
+    values = {}
+    errors = {}
+    for partition, (offset, leader_epoch, metadata) in offsets.items():
+        text = metadata or ""
+        if not text or java_string_length(text) <= metadata_limit:
+            epoch = -1 if leader_epoch is None else leader_epoch
+            values[partition] = OffsetCommitValue(offset, epoch, text, now_ms)
+        else:
+            errors[partition] = ErrorCode.offset_metadata_too_large
+    return values, errors
+
+
 class OffsetsManager:
     """The groups' committed offsets: commits, fetches, deletes and expiry on a :class:`Clock`.
 
@@ -245,17 +262,7 @@ class OffsetsManager:
             return PreparedCommit(dict.fromkeys(offsets, error))
         if state is GroupState.STABLE or state is GroupState.PREPARING_REBALANCE:
             self._membership.renew_session(group, group.member(member_id))
-        now = self.clock.now_ms()
-        limit = self.config.offset_metadata_max_bytes
-        values = {}
-        errors = {}
-        for partition, (offset, leader_epoch, metadata) in offsets.items():
-            text = metadata or ""
-            if not text or java_string_length(text) <= limit:
-                epoch = -1 if leader_epoch is None else leader_epoch
-                values[partition] = OffsetCommitValue(offset, epoch, text, now)
-            else:
-                errors[partition] = ErrorCode.offset_metadata_too_large
+        values, errors = commit_values(offsets, self.clock.now_ms(), self.config.offset_metadata_max_bytes)
         return PreparedCommit(errors, offset_records(group_id, values), group, values)
 
     @staticmethod
