@@ -349,7 +349,7 @@ def decode_consumer_record(
     """The typed record of a consumer group key (types 3-8), or None for any other key.
 
     O(size of the record). Bytes that do not decode raise
-    :class:`~logstore.coordinator.group.record_codec.OffsetsSchemaError`.
+    :class:`~logstore.coordinator.record_codec.OffsetsSchemaError`.
     """
     record_type = consumer_record_type(key)
     if record_type is None:

@@ -164,7 +164,7 @@ def replay(records: Iterable[Record], on_unreadable: Unreadable | None = None) -
     metadata record (or its tombstone) come first, in the order they first
     appear, then offsets-only groups. Every record is decoded before this
     returns: one that does not decode raises
-    :class:`~logstore.coordinator.group.record_codec.OffsetsSchemaError`, or, when
+    :class:`~logstore.coordinator.record_codec.OffsetsSchemaError`, or, when
     ``on_unreadable`` is given, is handed to it (key bytes, the error) and skipped.
 
     >>> from logstore.coordinator.group.offsets_schemas import offset_commit_record as commit
