@@ -136,7 +136,7 @@ def graph() -> tuple[dict[str, set[str]], list[str]]:
     edges: dict[str, set[str]] = {name: set() for name in known}
     upward = []
     for name, path in known.items():
-        for imported, line in imports(path, name, known):
+        for imported, _line in imports(path, name, known):
             if imported == name or imported not in known:
                 continue
             edges[name].add(imported)
@@ -196,7 +196,7 @@ def violations() -> list[str]:
     found = list(upward)
     for component in cycles(edges):
         found.append(f"import cycle: {' '.join(component)}")
-    for name, path in modules().items():
+    for path in modules().values():
         lines = len(path.read_text().splitlines())
         if lines > LINES_MAX:
             found.append(f"file over {LINES_MAX} lines: {path.relative_to(ROOT)}")

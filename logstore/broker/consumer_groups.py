@@ -16,8 +16,8 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from logstore.coordinator import CoordinatorConfig
-from logstore.coordinator.group_configs import GroupConfigs
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.group_configs import GroupConfigs
 
 if TYPE_CHECKING:
     from logstore.broker.metadata_cache import MetadataCache

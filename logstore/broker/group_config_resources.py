@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.groups import coordinator_of
-from logstore.coordinator.group_configs import GROUP_RESOURCE_TYPE
+from logstore.coordinator.group.group_configs import GROUP_RESOURCE_TYPE
 
 if TYPE_CHECKING:
     from logstore.broker.apis.describe_configs import ConfigEntry

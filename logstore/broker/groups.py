@@ -32,23 +32,15 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.consumer_groups import coordinator_options
-from logstore.coordinator import (
-    CoordinatorConfig,
-    GroupCoordinator,
-    LoopClock,
-    WriteError,
-    partition_for,
-)
-from logstore.coordinator.coordinator import OFFSETS_TOPIC
-from logstore.coordinator.group import TopicPartition
-from logstore.coordinator.schemas import (
-    OffsetCommitKey,
-    OffsetCommitValue,
-    OffsetsSchemaError,
-    Record,
-    decode_key,
-)
-from logstore.coordinator.txn_offsets import Batch, PendingTxnOffsets, replay
+from logstore.coordinator.clock import LoopClock
+from logstore.coordinator.group.classic_group import TopicPartition
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.group_coordinator import GroupCoordinator
+from logstore.coordinator.group.offsets_schemas import OffsetCommitKey, OffsetCommitValue, decode_key
+from logstore.coordinator.group.persistence import WriteError
+from logstore.coordinator.group.txn_offsets import Batch, PendingTxnOffsets, replay
+from logstore.coordinator.internal_topics import OFFSETS_TOPIC, partition_for
+from logstore.coordinator.record_codec import OffsetsSchemaError, Record
 from logstore.errors import LogstoreError, RecordTooLargeError
 from logstore.storage.log import Log
 from logstore.storage.transactions import CompletedTxn

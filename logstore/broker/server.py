@@ -46,8 +46,8 @@ from logstore.storage.manager import Store
 if typing.TYPE_CHECKING:
     from logstore.broker.groups import OffsetsAppender
     from logstore.broker.transactions import BrokerTransactionIO
-    from logstore.coordinator import GroupCoordinator
-    from logstore.coordinator.transactions import TransactionCoordinator
+    from logstore.coordinator.group.group_coordinator import GroupCoordinator
+    from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
     from logstore.security.credentials import CredentialStore
 
 _log = logging.getLogger("logstore.broker")

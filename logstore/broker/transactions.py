@@ -37,13 +37,10 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.groups import read_partition
 from logstore.broker.inter_broker import BrokerChannel, ChannelError
 from logstore.broker.metadata_cache import NO_LEADER
-from logstore.coordinator.schemas import Record
-from logstore.coordinator.transactions import (
-    TRANSACTION_STATE_TOPIC,
-    TopicPartition,
-    TransactionCoordinator,
-    TransactionsConfig,
-)
+from logstore.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
+from logstore.coordinator.record_codec import Record
+from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator, TransactionsConfig
+from logstore.coordinator.txn.transaction_log import TopicPartition
 from logstore.errors import LogstoreError, RecordTooLargeError
 from logstore.protocol.codec import group_by_topic
 

@@ -48,7 +48,8 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.inter_broker import ChannelError
 from logstore.broker.metadata_cache import NO_LEADER
-from logstore.coordinator.transactions import TRANSACTION_STATE_TOPIC, TopicPartition
+from logstore.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
+from logstore.coordinator.txn.transaction_log import TopicPartition
 from logstore.protocol.codec import group_by_topic
 
 if TYPE_CHECKING:

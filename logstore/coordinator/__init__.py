@@ -1,43 +1,35 @@
-"""Kafka's consumer-group coordinator, without sockets: groups, rebalances, committed offsets.
+"""Kafka's coordinators, without sockets: consumer groups and transactions.
 
-- :mod:`~logstore.coordinator.coordinator`: :class:`GroupCoordinator`, the
-  facade the broker calls for JoinGroup/SyncGroup/Heartbeat/LeaveGroup, the
-  offset APIs and the group admin APIs;
-- :mod:`~logstore.coordinator.membership`: joins, syncs, heartbeats, leaves,
-  rebalances and sessions (the group state machine as the APIs drive it);
-- :mod:`~logstore.coordinator.offsets`: commits, fetches, deletes and expiry
-  of committed offsets;
-- :mod:`~logstore.coordinator.persistence`: the groups by id and their
-  ``__consumer_offsets`` records: what is written, and loading it back;
-- :mod:`~logstore.coordinator.group`: a group's members and state machine;
-- :mod:`~logstore.coordinator.consumer_membership`,
-  :mod:`~logstore.coordinator.consumer_group`,
-  :mod:`~logstore.coordinator.consumer_records`,
-  :mod:`~logstore.coordinator.assignors`: the consumer group protocol (KIP-848):
-  heartbeats, the group/assignment/member epochs and reconciliation, its
-  ``__consumer_offsets`` records, the server-side assignors;
-- :mod:`~logstore.coordinator.group_configs`: the groups' dynamic configs
-  (the GROUP config resource);
-- :mod:`~logstore.coordinator.schemas`: the ``__consumer_offsets`` records in
-  Kafka's byte layouts;
-- :mod:`~logstore.coordinator.clock` and :mod:`~logstore.coordinator.config`:
-  time (:class:`LoopClock`, :class:`ManualClock`) and the broker settings.
+- :mod:`logstore.coordinator.group`: the consumer-group coordinator, classic
+  groups and consumer groups (KIP-848), their committed offsets and their
+  records on ``__consumer_offsets``
+  (:class:`~logstore.coordinator.group.group_coordinator.GroupCoordinator` is
+  what the broker calls);
+- :mod:`logstore.coordinator.txn`: the transaction coordinator
+  (:class:`~logstore.coordinator.txn.transaction_coordinator.TransactionCoordinator`)
+  and its records on ``__transaction_state``;
+- shared by both: :mod:`~logstore.coordinator.internal_topics` (the topics,
+  and the partition of a group or transactional id),
+  :mod:`~logstore.coordinator.record_codec` (Kafka's primitive types in those
+  records), :mod:`~logstore.coordinator.java_strings` (Java's
+  ``String.hashCode`` and kin) and :mod:`~logstore.coordinator.clock` (time
+  and timers).
 
-It depends on :mod:`logstore.storage` and :mod:`logstore.records` at most,
-never on :mod:`logstore.broker`, which wires it to the Kafka APIs.
+Layering: this package sits above :mod:`logstore.records`,
+:mod:`logstore.storage`, :mod:`logstore.protocol` and :mod:`logstore.security`
+and below :mod:`logstore.broker`, which wires it to the Kafka APIs: it never
+imports the broker, the cluster, the client, the CLI or the embedded engine
+(what it needs from the broker is a Protocol it owns, e.g.
+:class:`~logstore.coordinator.txn.transaction_coordinator.TransactionIO`,
+:class:`~logstore.coordinator.group.consumer_membership.TopicCatalog`). ``txn``
+does not import ``group``; the shared modules import neither.
+
+The names below are re-exported for code written against the flat package of
+before; new code imports them from the modules that define them.
 """
 
 from logstore.coordinator.clock import Clock, LoopClock, ManualClock, TimerHandle
-from logstore.coordinator.config import CoordinatorConfig
-from logstore.coordinator.consumer_group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
-from logstore.coordinator.consumer_membership import HeartbeatRequest, HeartbeatResult
-from logstore.coordinator.coordinator import (
-    GroupCoordinator,
-    GroupDescription,
-    GroupOverview,
-    MemberDescription,
-)
-from logstore.coordinator.group import (
+from logstore.coordinator.group.classic_group import (
     GroupMetadata,
     GroupState,
     InvalidTransitionError,
@@ -46,14 +38,24 @@ from logstore.coordinator.group import (
     MemberMetadata,
     SyncResult,
 )
-from logstore.coordinator.membership import LeaveMemberResult, LeaveResult
-from logstore.coordinator.offsets import (
+from logstore.coordinator.group.classic_membership import LeaveMemberResult, LeaveResult
+from logstore.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, ConsumerGroupState
+from logstore.coordinator.group.consumer_membership import HeartbeatRequest, HeartbeatResult
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.group_coordinator import (
+    GroupCoordinator,
+    GroupDescription,
+    GroupOverview,
+    MemberDescription,
+)
+from logstore.coordinator.group.offsets import (
     DeleteOffsetsResult,
     FetchedOffset,
     FetchOffsetsResult,
     PreparedCommit,
 )
-from logstore.coordinator.persistence import WriteError, Writer, partition_for
+from logstore.coordinator.group.persistence import WriteError, Writer
+from logstore.coordinator.internal_topics import partition_for
 
 __all__ = [
     "Clock",

@@ -10,7 +10,7 @@ import pytest
 from brokerkit import wait_until
 from clusterkit import BrokerProcess, isrs, leaders, metadata
 
-from logstore.coordinator import partition_for
+from logstore.coordinator.internal_topics import partition_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

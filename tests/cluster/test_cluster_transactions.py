@@ -14,8 +14,7 @@ from clusterkit import BrokerProcess, create_topic, leaders, metadata, three_bro
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from logstore.coordinator import partition_for
-from logstore.coordinator.transactions import TRANSACTION_STATE_TOPIC
+from logstore.coordinator.internal_topics import TRANSACTION_STATE_TOPIC, partition_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402

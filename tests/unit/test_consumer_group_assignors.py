@@ -13,7 +13,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from logstore.coordinator.assignors import (
+from logstore.coordinator.group.consumer_records import Assignment
+from logstore.coordinator.group.server_assignors import (
     AssignorError,
     MemberSpec,
     RangeAssignor,
@@ -21,7 +22,6 @@ from logstore.coordinator.assignors import (
     assignor_name,
     make_assignors,
 )
-from logstore.coordinator.consumer_records import Assignment
 
 T1, T2, T3 = (uuid.UUID(int=n) for n in (1, 2, 3))
 

@@ -19,16 +19,16 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator import CoordinatorConfig, GroupCoordinator, ManualClock
-from logstore.coordinator.consumer_group import (
+from logstore.coordinator.clock import ManualClock
+from logstore.coordinator.group.consumer_group import (
     ConsumerGroupError,
     ConsumerGroupMember,
     ConsumerGroupState,
     MemberState,
     Reconciliation,
 )
-from logstore.coordinator.consumer_membership import HeartbeatRequest, HeartbeatResult
-from logstore.coordinator.consumer_records import (
+from logstore.coordinator.group.consumer_membership import HeartbeatRequest, HeartbeatResult
+from logstore.coordinator.group.consumer_records import (
     ASSIGNMENT_EPOCH,
     CURRENT_ASSIGNMENT,
     GROUP_EPOCH,
@@ -48,8 +48,10 @@ from logstore.coordinator.consumer_records import (
     decode_consumer_record,
     encode_consumer_record,
 )
-from logstore.coordinator.group_configs import GroupConfigs
-from logstore.coordinator.schemas import OffsetsSchemaError, Record
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.group_configs import GroupConfigs
+from logstore.coordinator.group.group_coordinator import GroupCoordinator
+from logstore.coordinator.record_codec import OffsetsSchemaError, Record
 
 E = ErrorCode
 S = ConsumerGroupState
@@ -106,7 +108,7 @@ class Env:
 
     def write(self, group_id: str, records: list[Record]) -> None:
         if self.fail_writes:
-            from logstore.coordinator import WriteError
+            from logstore.coordinator.group.persistence import WriteError
 
             raise WriteError(E.not_coordinator)
         self.records.extend(records)

@@ -13,28 +13,27 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator import (
-    CoordinatorConfig,
-    GroupCoordinator,
+from logstore.coordinator.clock import ManualClock
+from logstore.coordinator.group.classic_group import (
     GroupMetadata,
     GroupState,
     InvalidTransitionError,
     JoinResult,
-    ManualClock,
     MemberMetadata,
     SyncResult,
-    WriteError,
-    partition_for,
 )
-from logstore.coordinator.schemas import (
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.group_coordinator import GroupCoordinator
+from logstore.coordinator.group.offsets_schemas import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
-    OffsetsSchemaError,
-    Record,
     decode_key,
 )
+from logstore.coordinator.group.persistence import WriteError
+from logstore.coordinator.internal_topics import partition_for
+from logstore.coordinator.record_codec import OffsetsSchemaError, Record
 
 E = ErrorCode
 S = GroupState

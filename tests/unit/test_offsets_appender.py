@@ -18,9 +18,13 @@ from kio.serial import entity_reader, entity_writer
 from logstore.broker.config import BrokerConfig
 from logstore.broker.groups import offsets_appender_of, read_partition
 from logstore.broker.server import Broker
-from logstore.coordinator import partition_for
-from logstore.coordinator.coordinator import OFFSETS_TOPIC
-from logstore.coordinator.schemas import OffsetCommitKey, OffsetCommitValue, decode_key, offset_commit_record
+from logstore.coordinator.group.offsets_schemas import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_key,
+    offset_commit_record,
+)
+from logstore.coordinator.internal_topics import OFFSETS_TOPIC, partition_for
 from logstore.protocol import DeferredFrame
 from logstore.storage.log import Log
 

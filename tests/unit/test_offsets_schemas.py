@@ -6,18 +6,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logstore.coordinator.schemas import (
+from logstore.coordinator.group.offsets_schemas import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
-    OffsetsSchemaError,
     UnknownKeyError,
     decode_key,
     group_metadata_record,
     offset_commit_record,
 )
+from logstore.coordinator.record_codec import OffsetsSchemaError
 
 
 def h(text: str) -> bytes:
@@ -257,9 +257,9 @@ def test_value_v3_fast_path_writes_the_schema_bytes(
     offset: int, epoch: int, metadata: str, timestamp: int
 ) -> None:
     """The one-pack encoding of version 3 is the field-by-field schema encoding."""
-    from logstore.coordinator.schemas import _Writer
+    from logstore.coordinator.record_codec import RecordWriter
 
-    writer = _Writer(3, flexible=False)
+    writer = RecordWriter(3, flexible=False)
     writer.int64(offset)
     writer.int32(epoch)
     writer.string(metadata)

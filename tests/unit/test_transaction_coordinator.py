@@ -10,13 +10,15 @@ from typing import Any, TypeVar
 import pytest
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.schemas import Record
-from logstore.coordinator.transactions import (
+from logstore.coordinator.record_codec import Record
+from logstore.coordinator.txn.transaction_coordinator import (
     EPOCH_MAX,
-    TopicPartition,
     TransactionCoordinator,
-    TransactionMetadata,
     TransactionsConfig,
+)
+from logstore.coordinator.txn.transaction_log import (
+    TopicPartition,
+    TransactionMetadata,
     TxnState,
     decode_transaction_key,
     decode_transaction_value,

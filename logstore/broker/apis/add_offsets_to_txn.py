@@ -18,8 +18,7 @@ from logstore.broker.apis import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.groups import offsets_appender_of
 from logstore.broker.transactions import coordinator_of, for_version
-from logstore.coordinator import partition_for
-from logstore.coordinator.coordinator import OFFSETS_TOPIC
+from logstore.coordinator.internal_topics import OFFSETS_TOPIC, partition_for
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.acls import ResourceType

@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.groups import coordinator_of
-from logstore.coordinator import GroupState
+from logstore.coordinator.group.classic_group import GroupState
 from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.acls import ResourceType

@@ -30,9 +30,7 @@ from logstore.broker.context import RequestContext
 from logstore.broker.groups import ERROR_MESSAGES, ensure_offsets_topic
 from logstore.broker.metadata_cache import NO_LEADER
 from logstore.broker.transactions import ensure_transaction_topic_async
-from logstore.coordinator import partition_for
-from logstore.coordinator.coordinator import OFFSETS_TOPIC
-from logstore.coordinator.transactions import TRANSACTION_STATE_TOPIC
+from logstore.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, partition_for
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations

@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.transactions import coordinator_of
-from logstore.coordinator.transactions import TxnState
+from logstore.coordinator.txn.transaction_log import TxnState
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.acls import ResourceType

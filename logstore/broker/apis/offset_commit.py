@@ -35,7 +35,7 @@ from logstore.broker.apis import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.groups import Ticket, await_group_replicated, coordinator_of, offsets_appender_of
 from logstore.broker.server import Broker
-from logstore.coordinator.coordinator import OffsetCommit, PreparedCommit
+from logstore.coordinator.group.offsets import OffsetCommit, PreparedCommit
 from logstore.protocol import EMPTY_TAGS, DeferredBody, RawBody, wire_count, wire_string
 from logstore.security import operations
 from logstore.security.acls import ResourceType

@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.apis import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.groups import coordinator_of, offsets_appender_of
-from logstore.coordinator import FetchedOffset
+from logstore.coordinator.group.offsets import FetchedOffset
 from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 from logstore.security.acls import ResourceType

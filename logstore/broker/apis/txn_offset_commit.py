@@ -30,10 +30,9 @@ from logstore.broker.context import RequestContext
 from logstore.broker.groups import await_group_replicated, coordinator_of, offsets_appender_of
 from logstore.broker.partition import Partition
 from logstore.broker.transactions import for_version
-from logstore.coordinator import partition_for
-from logstore.coordinator.coordinator import OFFSETS_TOPIC
-from logstore.coordinator.persistence import offset_records
-from logstore.coordinator.schemas import OffsetCommitValue
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
+from logstore.coordinator.group.persistence import offset_records
+from logstore.coordinator.internal_topics import OFFSETS_TOPIC, partition_for
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for

@@ -1,7 +1,7 @@
 """Membership: JoinGroup, SyncGroup, Heartbeat and LeaveGroup driving the group state machine.
 
 :class:`MembershipManager` is the membership half of Kafka's classic
-``GroupCoordinator``: it moves a :class:`~logstore.coordinator.group.GroupMetadata`
+``GroupCoordinator``: it moves a :class:`~logstore.coordinator.group.classic_group.GroupMetadata`
 through its states as the APIs arrive and as its timers fire:
 
 - A join parks until every known member has rejoined (and every member id
@@ -37,8 +37,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from logstore.coordinator.clock import Clock, TimerHandle
-from logstore.coordinator.config import CoordinatorConfig
-from logstore.coordinator.group import (
+from logstore.coordinator.group.classic_group import (
     GroupMetadata,
     GroupState,
     JoinCallback,
@@ -49,7 +48,9 @@ from logstore.coordinator.group import (
     SyncCallback,
     SyncResult,
 )
-from logstore.coordinator.persistence import OFFSETS_TOPIC, GroupMetadataManager
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.persistence import GroupMetadataManager
+from logstore.coordinator.internal_topics import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
 

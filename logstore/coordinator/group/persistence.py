@@ -16,49 +16,40 @@ coordinator's groups (the cache) and appends their records through a
   per key wins, tombstones delete) and rebuilds each group
   (:func:`group_from_value`).
 
-A group's records all go to one partition of the topic:
-
->>> partition_for("group")
-47
+A group's records all go to one partition of the topic
+(:func:`~logstore.coordinator.internal_topics.partition_for`).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.group import (
+from logstore.coordinator.clock import Clock
+from logstore.coordinator.group.classic_group import (
     GroupMetadata,
     GroupState,
     MemberMetadata,
     TopicPartition,
-    java_string_hash,
 )
-from logstore.coordinator.schemas import (
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.offsets_schemas import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
-    OffsetsSchemaError,
-    Record,
     UnknownKeyError,
     decode_key,
     group_metadata_record,
     offset_commit_record,
 )
-
-if TYPE_CHECKING:
-    from logstore.coordinator.clock import Clock
-    from logstore.coordinator.config import CoordinatorConfig
+from logstore.coordinator.internal_topics import OFFSETS_TOPIC, partition_for
+from logstore.coordinator.record_codec import OffsetsSchemaError, Record
 
 log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 Writer = Callable[[str, list[Record]], None]
 """Appends records to ``__consumer_offsets``: ``writer(group_id, records)``, all of one group.
@@ -79,19 +70,6 @@ class WriteError(Exception):
     def __init__(self, error: ErrorCode, message: str = "") -> None:
         super().__init__(message or error.name)
         self.error = error
-
-
-@functools.lru_cache(maxsize=65_536)  # a group is placed on every commit
-def partition_for(group_id: str, partitions: int = 50) -> int:
-    """The ``__consumer_offsets`` partition of a group: ``Utils.abs(hashCode) % partitions``.
-
-    O(length of the group id); O(1) when cached. ``Utils.abs`` is
-    ``x & 0x7fffffff``, so Integer.MIN_VALUE maps to 0:
-
-    >>> partition_for("polygenelubricants")
-    0
-    """
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % partitions
 
 
 # -- records ------------------------------------------------------------------------
@@ -186,10 +164,10 @@ def replay(records: Iterable[Record], on_unreadable: Unreadable | None = None) -
     metadata record (or its tombstone) come first, in the order they first
     appear, then offsets-only groups. Every record is decoded before this
     returns: one that does not decode raises
-    :class:`~logstore.coordinator.schemas.OffsetsSchemaError`, or, when
+    :class:`~logstore.coordinator.record_codec.OffsetsSchemaError`, or, when
     ``on_unreadable`` is given, is handed to it (key bytes, the error) and skipped.
 
-    >>> from logstore.coordinator.schemas import offset_commit_record as commit
+    >>> from logstore.coordinator.group.offsets_schemas import offset_commit_record as commit
     >>> replay([commit("g", "t", 0, OffsetCommitValue(5)), commit("g", "t", 1, OffsetCommitValue(7)),
     ...         commit("g", "t", 0, None)])
     {'g': (None, {('t', 1): OffsetCommitValue(offset=7, leader_epoch=-1, metadata='', commit_timestamp=-1, expire_timestamp=None)})}

@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from logstore.coordinator.consumer_records import EMPTY_ASSIGNMENT, Assignment
+from logstore.coordinator.group.consumer_records import EMPTY_ASSIGNMENT, Assignment
 
 TopicPartition = tuple[uuid.UUID, int]
 

@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from logstore.coordinator.schemas import OffsetsSchemaError, Record, _Reader, _Writer
+from logstore.coordinator.record_codec import OffsetsSchemaError, Record, RecordReader, RecordWriter
 
 GROUP_EPOCH = 3
 SUBSCRIPTION_METADATA = 4
@@ -103,7 +103,7 @@ class ConsumerGroupKey:
 
     def encode(self) -> bytes:
         """The key bytes: the type as an int16 version, then the strings. O(size of the key)."""
-        writer = _Writer(self.type, flexible=False)
+        writer = RecordWriter(self.type, flexible=False)
         writer.string(self.group)
         if self.member is not None:
             writer.string(self.member)
@@ -194,7 +194,7 @@ _VALUE_TYPES: dict[type, int] = {
 # -- the wire ------------------------------------------------------------------------
 
 
-class _Out(_Writer):
+class _Out(RecordWriter):
     """Kafka's flexible primitives the classic records do not need."""
 
     def int8(self, value: int) -> None:
@@ -220,7 +220,7 @@ class _Out(_Writer):
             self.tagged_fields()
 
 
-class _In(_Reader):
+class _In(RecordReader):
     def int8(self) -> int:
         return int.from_bytes(self._take(1), "big", signed=True)
 
@@ -349,7 +349,7 @@ def decode_consumer_record(
     """The typed record of a consumer group key (types 3-8), or None for any other key.
 
     O(size of the record). Bytes that do not decode raise
-    :class:`~logstore.coordinator.schemas.OffsetsSchemaError`.
+    :class:`~logstore.coordinator.record_codec.OffsetsSchemaError`.
     """
     record_type = consumer_record_type(key)
     if record_type is None:

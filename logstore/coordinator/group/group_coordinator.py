@@ -7,15 +7,15 @@ plain results; the broker turns requests into calls and results into
 responses. It follows Kafka's ``GroupCoordinator``, and is a facade over the
 parts that share the groups:
 
-- :class:`~logstore.coordinator.membership.MembershipManager`: joins,
+- :class:`~logstore.coordinator.group.classic_membership.MembershipManager`: joins,
   syncs, heartbeats, leaves, rebalances and sessions (the group state
   machine as the APIs drive it);
-- :class:`~logstore.coordinator.offsets.OffsetsManager`: commits, fetches,
+- :class:`~logstore.coordinator.group.offsets.OffsetsManager`: commits, fetches,
   deletes and expiry of offsets;
-- :class:`~logstore.coordinator.persistence.GroupMetadataManager`: the groups
+- :class:`~logstore.coordinator.group.persistence.GroupMetadataManager`: the groups
   by id, and their ``__consumer_offsets`` records (written through
   ``writer``; :meth:`GroupCoordinator.load` rebuilds the state from them);
-- :class:`~logstore.coordinator.consumer_membership.ConsumerGroupManager`: the
+- :class:`~logstore.coordinator.group.consumer_group_manager.ConsumerGroupManager`: the
   consumer-protocol groups (KIP-848), their heartbeats, records and offsets.
 
 A group id names a classic group or a consumer group, never both, as in
@@ -35,9 +35,6 @@ hand.
 Complexities are stated per call in terms of a group's *members*, the
 *partitions* of a request, the group's committed *offsets* and the
 coordinator's *groups*; a member's protocols count as O(1).
-
->>> partition_for("group")
-47
 """
 
 from __future__ import annotations
@@ -49,22 +46,8 @@ from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.clock import Clock, LoopClock, ManualClock, TimerHandle
-from logstore.coordinator.config import INT_MAX, CoordinatorConfig
-from logstore.coordinator.consumer_group import ConsumerGroup
-from logstore.coordinator.consumer_membership import (
-    ConsumerGroupManager,
-    DescribedConsumerGroup,
-    HeartbeatRequest,
-    HeartbeatResult,
-    TopicCatalog,
-)
-from logstore.coordinator.consumer_records import (
-    ConsumerRecord,
-    consumer_record_type,
-    decode_consumer_record,
-)
-from logstore.coordinator.group import (
+from logstore.coordinator.clock import Clock, LoopClock
+from logstore.coordinator.group.classic_group import (
     GroupMetadata,
     GroupState,
     JoinResult,
@@ -72,61 +55,33 @@ from logstore.coordinator.group import (
     SyncResult,
     TopicPartition,
 )
-from logstore.coordinator.group_configs import GroupConfigs
-from logstore.coordinator.membership import (
-    NEW_MEMBER_JOIN_TIMEOUT_MS,
+from logstore.coordinator.group.classic_membership import (
     LeaveMemberResult,
     LeaveResult,
     MembershipManager,
 )
-from logstore.coordinator.offsets import (
-    NO_OFFSET,
+from logstore.coordinator.group.consumer_group import ConsumerGroup
+from logstore.coordinator.group.consumer_group_manager import ConsumerGroupManager, DescribedConsumerGroup
+from logstore.coordinator.group.consumer_membership import HeartbeatRequest, HeartbeatResult, TopicCatalog
+from logstore.coordinator.group.consumer_records import (
+    ConsumerRecord,
+    consumer_record_type,
+    decode_consumer_record,
+)
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.group_configs import GroupConfigs
+from logstore.coordinator.group.offsets import (
     DeleteOffsetsResult,
-    FetchedOffset,
     FetchOffsetsResult,
     OffsetCommit,
     OffsetsManager,
     PreparedCommit,
 )
-from logstore.coordinator.persistence import (
-    OFFSETS_TOPIC,
-    GroupMetadataManager,
-    Unreadable,
-    WriteError,
-    Writer,
-    partition_for,
-)
-from logstore.coordinator.schemas import OffsetCommitValue, OffsetsSchemaError, Record
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
+from logstore.coordinator.group.persistence import GroupMetadataManager, Unreadable, Writer
+from logstore.coordinator.record_codec import OffsetsSchemaError, Record
 
 _T = TypeVar("_T")
-
-__all__ = [
-    "INT_MAX",
-    "NEW_MEMBER_JOIN_TIMEOUT_MS",
-    "NO_OFFSET",
-    "OFFSETS_TOPIC",
-    "Clock",
-    "CoordinatorConfig",
-    "DeleteOffsetsResult",
-    "FetchOffsetsResult",
-    "FetchedOffset",
-    "GroupCoordinator",
-    "GroupDescription",
-    "GroupOverview",
-    "HeartbeatRequest",
-    "HeartbeatResult",
-    "LeaveMemberResult",
-    "LeaveResult",
-    "LoopClock",
-    "ManualClock",
-    "MemberDescription",
-    "OffsetCommit",
-    "PreparedCommit",
-    "TimerHandle",
-    "WriteError",
-    "Writer",
-    "partition_for",
-]
 
 
 @dataclass(frozen=True)
@@ -175,7 +130,7 @@ class GroupCoordinator:
 
     Invariants: every registered group is live (not Dead) between calls;
     each group's state changes only as
-    :class:`~logstore.coordinator.group.GroupState` allows, and its
+    :class:`~logstore.coordinator.group.classic_group.GroupState` allows, and its
     generation only increases.
     """
 

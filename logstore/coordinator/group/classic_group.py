@@ -2,8 +2,8 @@
 
 This is the bookkeeping of Kafka's classic ``GroupMetadata`` and
 ``MemberMetadata``; it knows nothing of time, timers or the log (the
-:class:`~logstore.coordinator.membership.MembershipManager` drives it, and
-:mod:`~logstore.coordinator.persistence` turns it into records and back).
+:class:`~logstore.coordinator.group.classic_membership.MembershipManager` drives it, and
+:mod:`~logstore.coordinator.group.persistence` turns it into records and back).
 
 The states and their legal predecessors (anything else raises
 :class:`InvalidTransitionError`):
@@ -42,7 +42,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.schemas import OffsetCommitValue
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
+from logstore.coordinator.java_strings import java_hashmap_order
 
 TopicPartition = tuple[str, int]
 Protocols = Sequence[tuple[str, bytes]]
@@ -125,49 +126,6 @@ class SyncResult:
 
 JoinCallback = Callable[[JoinResult], None]
 SyncCallback = Callable[[SyncResult], None]
-
-
-def java_string_hash(value: str) -> int:
-    """Java's ``String.hashCode``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 units, in int32.
-
-    O(length of ``value``).
-
-    >>> java_string_hash("group")
-    98629247
-    >>> java_string_hash("polygenelubricants")
-    -2147483648
-    """
-    units = value.encode("utf-16-be")
-    result = 0
-    for (unit,) in struct.iter_unpack(">H", units):
-        result = (31 * result + unit) & 0xFFFFFFFF
-    return result - (1 << 32) if result & 0x80000000 else result
-
-
-def java_hashmap_order(keys: Sequence[str]) -> list[str]:
-    """The order a ``java.util.HashMap`` iterates ``keys`` inserted in this order.
-
-    Buckets ascend (``hash ^ hash >>> 16`` masked by the table size, which
-    starts at 16 and doubles past a 0.75 load); keys in one bucket keep their
-    insertion order. O(keys × log(keys)).
-    """
-    capacity = 16
-    while len(keys) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(key: str) -> int:
-        h = java_string_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(keys, key=bucket)  # sorted() is stable: insertion order within a bucket
-
-
-def java_string_length(value: str) -> int:
-    """Java's ``String.length()``: UTF-16 code units (what ``offset.metadata.max.bytes`` counts).
-
-    O(length of ``value``).
-    """
-    return len(value.encode("utf-16-le")) // 2
 
 
 def parse_subscription_topics(metadata: bytes) -> list[str]:
@@ -313,7 +271,7 @@ class GroupMetadata:
     ``_VALID_PREVIOUS_STATES`` allows (:class:`InvalidTransitionError`);
     the generation only increases, by one per completed join phase
     (asserted). What a Stable group holds is the coordinator's to keep (see
-    :class:`~logstore.coordinator.membership.MembershipManager`).
+    :class:`~logstore.coordinator.group.classic_membership.MembershipManager`).
     """
 
     def __init__(

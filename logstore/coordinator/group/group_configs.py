@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.config import CoordinatorConfig
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
 from logstore.storage.checkpoints import write_atomically
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,8 @@
 
 A transactional producer names a ``transactional.id``; the coordinator of
 that id (the leader of partition ``hash(id) % transaction.state.log.num.partitions``
-of ``__transaction_state``) keeps its :class:`TransactionMetadata`: producer
+of ``__transaction_state``) keeps its
+:class:`~logstore.coordinator.txn.transaction_log.TransactionMetadata`: producer
 id and epoch, timeout, state, the partitions of the open transaction. Every
 change is first written to ``__transaction_state`` (acks=all) and applied
 only once written, so a new coordinator reads the same state back.
@@ -24,12 +25,7 @@ the client retries. After EndTxn's Prepare* record is written, the client is
 answered and the markers go out (:meth:`TransactionIO.write_markers`, which
 retries until every partition has its marker); then Complete* is written.
 
-Records (Kafka's ``TransactionLogKey``/``TransactionLogValue``): the key is
-version 0 + the transactional id (int16-length string); the value version 0
-is producer id int64, producer epoch int16, timeout int32, state int8,
-partitions (int32-count array of topic string + int32-count array of int32,
--1 = null), last update time int64, start time int64. Version 1 (flexible,
-compact lengths, tagged fields) is read as well. An expired id is a tombstone.
+The records and their byte layout: :mod:`~logstore.coordinator.txn.transaction_log`.
 
 Crash policy: nothing but ``__transaction_state`` is kept. A coordinator that
 loads a partition (:meth:`TransactionCoordinator.load`) replays its records
@@ -44,134 +40,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.persistence import partition_for
-from logstore.coordinator.schemas import OffsetsSchemaError, Record, _Reader, _Writer
+from logstore.coordinator.internal_topics import TRANSACTION_STATE_TOPIC, partition_for
+from logstore.coordinator.record_codec import OffsetsSchemaError, Record
+from logstore.coordinator.txn.transaction_log import (
+    NO_EPOCH,
+    TopicPartition,
+    TransactionMetadata,
+    TxnState,
+    decode_transaction_key,
+    decode_transaction_value,
+    transaction_key,
+    transaction_value,
+)
 
 _log = logging.getLogger("logstore.coordinator")
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 EPOCH_MAX = 32767  # Short.MAX_VALUE
 NO_PRODUCER_ID = -1
-NO_EPOCH = -1
-
-TopicPartition = tuple[str, int]
-
-
-class TxnState(enum.IntEnum):
-    """Kafka's TransactionState, with the byte ``__transaction_state`` stores."""
-
-    EMPTY = 0
-    ONGOING = 1
-    PREPARE_COMMIT = 2
-    PREPARE_ABORT = 3
-    COMPLETE_COMMIT = 4
-    COMPLETE_ABORT = 5
-    DEAD = 6
-    PREPARE_EPOCH_FENCE = 7
-
-    @property
-    def wire_name(self) -> str:
-        """The name DescribeTransactions and ListTransactions use ("Ongoing", "CompleteCommit", ...)."""
-        return "".join(part.capitalize() for part in self.name.split("_"))
-
 
 _SETTLED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-
-
-@dataclass
-class TransactionMetadata:
-    """One transactional id's state (Kafka's ``TransactionMetadata``)."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    state: TxnState = TxnState.EMPTY
-    partitions: set[TopicPartition] = field(default_factory=set)
-    start_ms: int = -1
-    last_update_ms: int = -1
-    last_producer_epoch: int = NO_EPOCH  # the epoch before the last bump: a retried InitProducerId
-    pending: bool = False  # a write for this id is in flight: others get CONCURRENT_TRANSACTIONS
-
-    def copy(self) -> TransactionMetadata:
-        return TransactionMetadata(
-            self.transactional_id, self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
-            set(self.partitions), self.start_ms, self.last_update_ms, self.last_producer_epoch,
-        )  # fmt: skip
-
-
-# -- records -------------------------------------------------------------------
-
-KEY_VERSION = 0
-VALUE_VERSION = 0
-
-
-def transaction_key(transactional_id: str) -> bytes:
-    writer = _Writer(KEY_VERSION, flexible=False)
-    writer.string(transactional_id)
-    return bytes(writer.out)
-
-
-def decode_transaction_key(data: bytes) -> str:
-    reader = _Reader(data, "a __transaction_state key")
-    version = reader.int16()
-    if version != KEY_VERSION:
-        raise OffsetsSchemaError(f"a __transaction_state key of version {version}; only 0 exists")
-    return reader.string()
-
-
-def transaction_value(metadata: TransactionMetadata) -> bytes:
-    writer = _Writer(VALUE_VERSION, flexible=False)
-    writer.int64(metadata.producer_id)
-    writer.int16(metadata.producer_epoch)
-    writer.int32(metadata.timeout_ms)
-    writer.out += bytes([int(metadata.state)])
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in sorted(metadata.partitions):
-        by_topic.setdefault(topic, []).append(partition)
-    writer.array_length(len(by_topic))
-    for topic, partitions in by_topic.items():
-        writer.string(topic)
-        writer.array_length(len(partitions))
-        for partition in partitions:
-            writer.int32(partition)
-    writer.int64(metadata.last_update_ms)
-    writer.int64(metadata.start_ms)
-    return bytes(writer.out)
-
-
-def decode_transaction_value(transactional_id: str, data: bytes) -> TransactionMetadata:
-    """A value of version 0 or 1 (flexible: its tagged fields are skipped)."""
-    reader = _Reader(data, f"the __transaction_state value of {transactional_id!r}")
-    version = reader.int16()
-    if version not in (0, 1):
-        raise OffsetsSchemaError(f"a __transaction_state value of version {version}; 0 and 1 exist")
-    reader.flexible = version >= 1
-    producer_id, epoch, timeout = reader.int64(), reader.int16(), reader.int32()
-    state_byte = reader._take(1)[0]
-    try:
-        state = TxnState(state_byte)
-    except ValueError:
-        raise OffsetsSchemaError(f"transaction state {state_byte} is not one of Kafka's") from None
-    partitions: set[TopicPartition] = set()
-    count = reader._length(wide=True)
-    for _ in range(count or 0):
-        topic = reader.string()
-        for _ in range(reader.array_length()):
-            partitions.add((topic, reader.int32()))
-        reader.tagged_fields()
-    last_update, start = reader.int64(), reader.int64()
-    reader.tagged_fields()
-    return TransactionMetadata(transactional_id, producer_id, epoch, timeout, state, partitions, start, last_update)
 
 
 # -- what the coordinator needs from the broker ------------------------------------

@@ -1,7 +1,7 @@
 """Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and expiry.
 
 :class:`OffsetsManager` checks commits against the group's membership and
-generation, makes their records (:mod:`~logstore.coordinator.persistence`)
+generation, makes their records (:mod:`~logstore.coordinator.group.persistence`)
 and makes the offsets visible once they are written; deletes and expires
 offsets, writing tombstones, and lets a group with nothing left die
 (Kafka's ``cleanupGroupMetadata``).
@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from logstore.coordinator.clock import Clock, Repeating
-from logstore.coordinator.config import CoordinatorConfig
-from logstore.coordinator.group import GroupMetadata, GroupState, TopicPartition, java_string_length
-from logstore.coordinator.membership import MembershipManager
-from logstore.coordinator.persistence import GroupMetadataManager, offset_records, tombstones
-from logstore.coordinator.schemas import OffsetCommitValue, Record
+from logstore.coordinator.group.classic_group import GroupMetadata, GroupState, TopicPartition
+from logstore.coordinator.group.classic_membership import MembershipManager
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
+from logstore.coordinator.group.persistence import GroupMetadataManager, offset_records, tombstones
+from logstore.coordinator.java_strings import java_string_length
+from logstore.coordinator.record_codec import Record
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +152,23 @@ class PreparedCommit:
 # -- the manager -----------------------------------------------------------------
 
 
+def commit_values(
+    offsets: Mapping[TopicPartition, OffsetCommit], now_ms: int, metadata_limit: int
+) -> tuple[dict[TopicPartition, OffsetCommitValue], dict[TopicPartition, ErrorCode]]:
+    """The values a commit writes, committed at ``now_ms``, and OFFSET_METADATA_TOO_LARGE for the
+    partitions whose metadata is longer than ``metadata_limit`` (a Java string's length). O(partitions)."""
+    values = {}
+    errors = {}
+    for partition, (offset, leader_epoch, metadata) in offsets.items():
+        text = metadata or ""
+        if not text or java_string_length(text) <= metadata_limit:
+            epoch = -1 if leader_epoch is None else leader_epoch
+            values[partition] = OffsetCommitValue(offset, epoch, text, now_ms)
+        else:
+            errors[partition] = ErrorCode.offset_metadata_too_large
+    return values, errors
+
+
 class OffsetsManager:
     """The groups' committed offsets: commits, fetches, deletes and expiry on a :class:`Clock`.
 
@@ -243,17 +262,7 @@ class OffsetsManager:
             return PreparedCommit(dict.fromkeys(offsets, error))
         if state is GroupState.STABLE or state is GroupState.PREPARING_REBALANCE:
             self._membership.renew_session(group, group.member(member_id))
-        now = self.clock.now_ms()
-        limit = self.config.offset_metadata_max_bytes
-        values = {}
-        errors = {}
-        for partition, (offset, leader_epoch, metadata) in offsets.items():
-            text = metadata or ""
-            if not text or java_string_length(text) <= limit:
-                epoch = -1 if leader_epoch is None else leader_epoch
-                values[partition] = OffsetCommitValue(offset, epoch, text, now)
-            else:
-                errors[partition] = ErrorCode.offset_metadata_too_large
+        values, errors = commit_values(offsets, self.clock.now_ms(), self.config.offset_metadata_max_bytes)
         return PreparedCommit(errors, offset_records(group_id, values), group, values)
 
     @staticmethod

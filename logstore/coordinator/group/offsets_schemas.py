@@ -1,7 +1,8 @@
 """The ``__consumer_offsets`` records, in Kafka's own byte layouts.
 
 Every key and value starts with a big-endian int16 *version*; the fields
-follow as Kafka's generated message classes write them:
+follow as Kafka's generated message classes write them
+(:mod:`~logstore.coordinator.record_codec`):
 
 - versions that are not flexible: int16-length strings (-1 = null),
   int32-length bytes, int32-count arrays, no tagged fields;
@@ -21,7 +22,7 @@ version     layout
 Kafka writes OffsetCommitKey with version 1 and GroupMetadataKey with 2;
 3+ are the records of the newer (KIP-848) coordinator: :func:`decode_key`
 answers :class:`UnknownKeyError` for them, and
-:mod:`~logstore.coordinator.consumer_records` reads those of consumer groups
+:mod:`~logstore.coordinator.group.consumer_records` reads those of consumer groups
 (3-8).
 
 Values:
@@ -55,7 +56,7 @@ import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from logstore.records.varint import VarintError, read_uvarint, uvarint_bytes
+from logstore.coordinator.record_codec import OffsetsSchemaError, Record, RecordReader, RecordWriter
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -63,145 +64,12 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
 FLEXIBLE_VALUE_VERSION = 4
 
-Record = tuple[bytes, bytes | None]
-"""One record of ``__consumer_offsets``: key bytes, value bytes or None (a tombstone)."""
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _VALUE_V3_HEAD = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
-
-
-class OffsetsSchemaError(ValueError):
-    """Bytes that are not a record of a known version, or are cut short."""
+_COMMIT_TIMESTAMP = struct.Struct(">q")
 
 
 class UnknownKeyError(OffsetsSchemaError):
     """A key whose version (record type) this package does not read."""
-
-
-class _Writer:
-    """Appends Kafka's primitive types; ``flexible`` picks the compact encodings."""
-
-    def __init__(self, version: int, flexible: bool) -> None:
-        self.out = bytearray(_I16.pack(version))
-        self.flexible = flexible
-
-    def int16(self, value: int) -> None:
-        self.out += _I16.pack(value)
-
-    def int32(self, value: int) -> None:
-        self.out += _I32.pack(value)
-
-    def int64(self, value: int) -> None:
-        self.out += _I64.pack(value)
-
-    def uvarint(self, value: int) -> None:
-        self.out += uvarint_bytes(value)
-
-    def _length(self, length: int | None, wide: bool) -> None:
-        if self.flexible:
-            self.uvarint(0 if length is None else length + 1)
-        elif wide:
-            self.int32(-1 if length is None else length)
-        else:
-            self.int16(-1 if length is None else length)
-
-    def string(self, value: str | None) -> None:
-        data = None if value is None else value.encode("utf-8")
-        self._length(None if data is None else len(data), wide=False)
-        if data is not None:
-            self.out += data
-
-    def bytes_(self, value: bytes) -> None:
-        self._length(len(value), wide=True)
-        self.out += value
-
-    def array_length(self, count: int) -> None:
-        self._length(count, wide=True)
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            self.uvarint(0)
-
-
-class _Reader:
-    """Reads Kafka's primitive types from ``data`` after its int16 version."""
-
-    def __init__(self, data: bytes | bytearray | memoryview, what: str) -> None:
-        self.data = bytes(data)
-        self.what = what
-        self.pos = 0
-        self.flexible = False
-
-    def _take(self, size: int) -> bytes:
-        if size < 0 or self.pos + size > len(self.data):
-            raise OffsetsSchemaError(f"{self.what} is cut short at byte {self.pos}")
-        chunk = self.data[self.pos : self.pos + size]
-        self.pos += size
-        return chunk
-
-    def int16(self) -> int:
-        value: int = _I16.unpack(self._take(2))[0]
-        return value
-
-    def int32(self) -> int:
-        value: int = _I32.unpack(self._take(4))[0]
-        return value
-
-    def int64(self) -> int:
-        value: int = _I64.unpack(self._take(8))[0]
-        return value
-
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.data, self.pos, len(self.data))
-        except VarintError as e:
-            if e.past_end:
-                raise OffsetsSchemaError(f"{self.what} is cut short at byte {self.pos}") from None
-            raise OffsetsSchemaError(f"{self.what} has a varint longer than 5 bytes") from None
-        return value
-
-    def _length(self, wide: bool) -> int | None:
-        if self.flexible:
-            return None if (length := self.uvarint() - 1) < 0 else length
-        length = self.int32() if wide else self.int16()
-        return None if length < 0 else length
-
-    def nullable_string(self) -> str | None:
-        length = self._length(wide=False)
-        if length is None:
-            return None
-        try:
-            return self._take(length).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise OffsetsSchemaError(f"{self.what} has a string that is not UTF-8") from exc
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise OffsetsSchemaError(f"{self.what} has a null in a non-nullable string")
-        return value
-
-    def bytes_(self) -> bytes:
-        length = self._length(wide=True)
-        if length is None:
-            raise OffsetsSchemaError(f"{self.what} has null in a non-nullable bytes field")
-        return self._take(length)
-
-    def array_length(self) -> int:
-        length = self._length(wide=True)
-        if length is None:
-            raise OffsetsSchemaError(f"{self.what} has a null array")
-        return length
-
-    def tagged_fields(self) -> None:
-        """Skip a flexible version's tagged fields (none are defined for these records)."""
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
 
 
 def _version_in(version: int, low: int, high: int, what: str) -> int:
@@ -220,7 +88,7 @@ class OffsetCommitKey:
 
     def encode(self, version: int = OFFSET_COMMIT_KEY_VERSION) -> bytes:
         """Version 1 as Kafka writes it (0, the legacy key, has the same layout). O(size of the key)."""
-        writer = _Writer(_version_in(version, 0, 1, "OffsetCommitKey"), flexible=False)
+        writer = RecordWriter(_version_in(version, 0, 1, "OffsetCommitKey"), flexible=False)
         writer.string(self.group)
         writer.string(self.topic)
         writer.int32(self.partition)
@@ -235,14 +103,14 @@ class GroupMetadataKey:
 
     def encode(self) -> bytes:
         """Version 2, as Kafka writes it. O(size of the key)."""
-        writer = _Writer(GROUP_METADATA_KEY_VERSION, flexible=False)
+        writer = RecordWriter(GROUP_METADATA_KEY_VERSION, flexible=False)
         writer.string(self.group)
         return bytes(writer.out)
 
 
 def decode_key(data: bytes | bytearray | memoryview) -> OffsetCommitKey | GroupMetadataKey:
     """The key in ``data``; :class:`UnknownKeyError` for a record type other than 0-2. O(len(data))."""
-    reader = _Reader(data, "key")
+    reader = RecordReader(data, "key")
     version = reader.int16()
     if version in (0, 1):
         return OffsetCommitKey(reader.string(), reader.string(), reader.int32())
@@ -271,9 +139,9 @@ class OffsetCommitValue(NamedTuple):
         if version == 3:  # what the coordinator writes on every commit: one pack
             metadata = self.metadata.encode("utf-8")
             head = _VALUE_V3_HEAD.pack(3, self.offset, self.leader_epoch, len(metadata))
-            return head + metadata + _I64.pack(self.commit_timestamp)
+            return head + metadata + _COMMIT_TIMESTAMP.pack(self.commit_timestamp)
         _version_in(version, 0, FLEXIBLE_VALUE_VERSION, "OffsetCommitValue")
-        writer = _Writer(version, flexible=version >= FLEXIBLE_VALUE_VERSION)
+        writer = RecordWriter(version, flexible=version >= FLEXIBLE_VALUE_VERSION)
         writer.int64(self.offset)
         if version >= 3:
             writer.int32(self.leader_epoch)
@@ -287,7 +155,7 @@ class OffsetCommitValue(NamedTuple):
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> OffsetCommitValue:
         """A value of any version 0-4 (an expire timestamp of -1 reads as ``None``). O(len(data))."""
-        reader = _Reader(data, "OffsetCommitValue")
+        reader = RecordReader(data, "OffsetCommitValue")
         version = _version_in(reader.int16(), 0, FLEXIBLE_VALUE_VERSION, "OffsetCommitValue")
         reader.flexible = version >= FLEXIBLE_VALUE_VERSION
         offset = reader.int64()
@@ -316,7 +184,7 @@ class MemberMetadataValue:
     subscription: bytes
     assignment: bytes
 
-    def _encode(self, writer: _Writer, version: int) -> None:
+    def _encode(self, writer: RecordWriter, version: int) -> None:
         writer.string(self.member_id)
         if version >= 3:
             writer.string(self.group_instance_id)
@@ -330,7 +198,7 @@ class MemberMetadataValue:
         writer.tagged_fields()
 
     @classmethod
-    def _decode(cls, reader: _Reader, version: int) -> MemberMetadataValue:
+    def _decode(cls, reader: RecordReader, version: int) -> MemberMetadataValue:
         member_id = reader.string()
         instance_id = reader.nullable_string() if version >= 3 else None
         client_id = reader.string()
@@ -376,7 +244,7 @@ class GroupMetadataValue:
         That is O(members), each with its subscription and assignment.
         """
         _version_in(version, 0, FLEXIBLE_VALUE_VERSION, "GroupMetadataValue")
-        writer = _Writer(version, flexible=version >= FLEXIBLE_VALUE_VERSION)
+        writer = RecordWriter(version, flexible=version >= FLEXIBLE_VALUE_VERSION)
         writer.string(self.protocol_type)
         writer.int32(self.generation)
         writer.string(self.protocol)
@@ -392,7 +260,7 @@ class GroupMetadataValue:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> GroupMetadataValue:
         """A value of any version 0-4. O(len(data))."""
-        reader = _Reader(data, "GroupMetadataValue")
+        reader = RecordReader(data, "GroupMetadataValue")
         version = _version_in(reader.int16(), 0, FLEXIBLE_VALUE_VERSION, "GroupMetadataValue")
         reader.flexible = version >= FLEXIBLE_VALUE_VERSION
         protocol_type = reader.string()

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from logstore.coordinator.group.server_assignors import make_assignors
 from logstore.errors import InvalidConfigError
 
 INT_MAX = 2**31 - 1
@@ -85,8 +86,6 @@ class CoordinatorConfig:
 
     def _check_consumer_protocol(self) -> None:
         """Kafka's ``require``s on the group.consumer.* settings."""
-        from logstore.coordinator.assignors import make_assignors
-
         for what, low, value, high in (
             ("heartbeat.interval.ms", self.group_consumer_min_heartbeat_interval_ms,
              self.group_consumer_heartbeat_interval_ms, self.group_consumer_max_heartbeat_interval_ms),

@@ -1,8 +1,10 @@
-"""ConsumerGroupHeartbeat and the life of consumer-protocol groups (KIP-848), beside the classic ones.
+"""Membership of consumer-protocol groups (KIP-848): ConsumerGroupHeartbeat, leaves, fencing, sessions.
 
-:class:`ConsumerGroupManager` is the consumer-group half of Kafka's
-``GroupMetadataManager``. One heartbeat does what JoinGroup, SyncGroup and
-Heartbeat do together in the classic protocol:
+:class:`ConsumerMembershipManager` is the heartbeat half of Kafka's
+``GroupMetadataManager`` for consumer groups (its offsets, deletion and
+description: :mod:`~logstore.coordinator.group.consumer_group_manager`). One
+heartbeat does what JoinGroup, SyncGroup and Heartbeat do together in the
+classic protocol:
 
 1. the member is created or updated; when its subscription changes, or the
    subscribed topics change (a topic created, deleted or grown), the *group
@@ -11,12 +13,13 @@ Heartbeat do together in the classic protocol:
    assignment is computed by the server-side assignor the members ask for
    ("uniform" or "range"; the first of ``group.consumer.assignors`` by default);
 3. the member takes one step toward its target
-   (:class:`~logstore.coordinator.consumer_group.Reconciliation`): revoke
+   (:class:`~logstore.coordinator.group.consumer_group.Reconciliation`): revoke
    first, then receive the partitions no other member still holds.
 
-Every change is a list of records (:mod:`~logstore.coordinator.consumer_records`)
+Every change is a list of records (:mod:`~logstore.coordinator.group.consumer_records`)
 written to the group's ``__consumer_offsets`` partition first and replayed
-into the group after (:meth:`ConsumerGroupManager.replay`); loading a
+into the group after
+(:meth:`~logstore.coordinator.group.consumer_group_store.ConsumerGroupStore.replay`); loading a
 partition replays the same records, so a restarted coordinator holds the
 groups, members and epochs the old one held, and members carry on.
 
@@ -39,27 +42,31 @@ import dataclasses
 import logging
 import re
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.assignors import AssignorError, MemberSpec, make_assignors
-from logstore.coordinator.clock import Clock, Repeating, TimerHandle
-from logstore.coordinator.config import CoordinatorConfig
-from logstore.coordinator.consumer_group import (
+from logstore.coordinator.clock import Clock, TimerHandle
+from logstore.coordinator.group.classic_group import GroupMetadata, GroupState
+from logstore.coordinator.group.classic_membership import MembershipManager
+from logstore.coordinator.group.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
     ConsumerGroupError,
     ConsumerGroupMember,
-    ConsumerGroupState,
     MemberState,
     Reconciliation,
     is_subset,
 )
-from logstore.coordinator.consumer_records import (
+from logstore.coordinator.group.consumer_group_store import (
+    ConsumerGroupStore,
+    group_not_found,
+    not_consumer_group,
+)
+from logstore.coordinator.group.consumer_records import (
     ASSIGNMENT_EPOCH,
     CURRENT_ASSIGNMENT,
     EMPTY_ASSIGNMENT,
@@ -71,39 +78,26 @@ from logstore.coordinator.consumer_records import (
     AssignmentEpochValue,
     ConsumerGroupKey,
     ConsumerRecord,
-    CurrentAssignmentValue,
     GroupEpochValue,
-    MemberSubscriptionValue,
     SubscriptionMetadataValue,
     TargetAssignmentValue,
     TopicMetadata,
     assignment,
-    encode_consumer_record,
 )
-from logstore.coordinator.group import GroupMetadata, GroupState, TopicPartition, java_string_length
-from logstore.coordinator.group_configs import GroupConfigs
-from logstore.coordinator.membership import MembershipManager
-from logstore.coordinator.offsets import (
-    DeleteOffsetsResult,
-    FetchedOffset,
-    FetchOffsetsResult,
-    OffsetCommit,
-    PreparedCommit,
-)
-from logstore.coordinator.persistence import GroupMetadataManager, offset_records, tombstones
-from logstore.coordinator.schemas import OffsetCommitValue, Record, group_metadata_record
+from logstore.coordinator.group.coordinator_config import CoordinatorConfig
+from logstore.coordinator.group.group_configs import GroupConfigs
+from logstore.coordinator.group.offsets_schemas import group_metadata_record
+from logstore.coordinator.group.persistence import GroupMetadataManager
+from logstore.coordinator.group.server_assignors import AssignorError, MemberSpec, make_assignors
+from logstore.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from logstore.coordinator.record_codec import Record
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, "__share_group_state"})
 """Topics a subscription regex never matches (Kafka's ``Topic.isInternal``)."""
 
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
-_WRITE_ERRORS = {
-    ErrorCode.not_coordinator,
-    ErrorCode.coordinator_not_available,
-    ErrorCode.coordinator_load_in_progress,
-}
 
 
 class TopicCatalog(Protocol):
@@ -177,66 +171,24 @@ class HeartbeatResult:
     wrote: bool = False
 
 
-@dataclass(frozen=True)
-class DescribedPartitions:
-    topic_id: uuid.UUID
-    topic_name: str
-    partitions: tuple[int, ...]
+def _unwritten(error: ErrorCode) -> HeartbeatResult:
+    """The answer when the group's records could not be written."""
+    return HeartbeatResult(error, f"the group's records could not be written: {error.name}")
 
 
-@dataclass(frozen=True)
-class DescribedMember:
-    """A member as ConsumerGroupDescribe shows it."""
-
-    member_id: str
-    instance_id: str | None
-    rack_id: str | None
-    member_epoch: int
-    client_id: str
-    client_host: str
-    subscribed_topic_names: tuple[str, ...]
-    subscribed_topic_regex: str | None
-    assignment: tuple[DescribedPartitions, ...]
-    target_assignment: tuple[DescribedPartitions, ...]
-
-
-@dataclass(frozen=True)
-class DescribedConsumerGroup:
-    """A group as ConsumerGroupDescribe shows it (an error leaves the rest empty)."""
-
-    group_id: str
-    error: ErrorCode
-    message: str | None = None
-    state: str = ""
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    assignor_name: str = ""
-    members: tuple[DescribedMember, ...] = ()
-
-
-class ConsumerGroupCommit(PreparedCommit):
-    """An OffsetCommit of a consumer group: :class:`PreparedCommit`, applied to the group's offsets."""
-
-    def __init__(
-        self,
-        errors: dict[TopicPartition, ErrorCode],
-        records: list[Record] | None = None,
-        group: ConsumerGroup | None = None,
-        values: dict[TopicPartition, OffsetCommitValue] | None = None,
-    ) -> None:
-        super().__init__(errors, records, None, values)
-        self._consumer_group = group
-
-    def _offsets(self, applying: bool) -> dict[TopicPartition, OffsetCommitValue] | None:
-        """The consumer group's offsets (None if there is none, or it was deleted since, when applying)."""
-        group = self._consumer_group
-        if group is None or (applying and group.dead):
-            return None
-        return group.offsets
-
-
-def _key(record_type: int, group_id: str, member_id: str | None = None) -> ConsumerGroupKey:
-    return ConsumerGroupKey(record_type, group_id, member_id)
+def _static_owner(group: ConsumerGroup, instance_id: str, member_id: str) -> ConsumerGroupMember:
+    """The static member of ``instance_id``, which must be ``member_id`` (Kafka's
+    ``throwIfStaticMemberIsUnknown`` and ``throwIfInstanceIdIsFenced``). O(1)."""
+    existing = group.static_member(instance_id)
+    if existing is None:
+        raise ConsumerGroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
+    if existing.member_id != member_id:
+        raise ConsumerGroupError(
+            ErrorCode.fenced_instance_id,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member "
+            f"{existing.member_id}.",
+        )
+    return existing
 
 
 def _blank(value: str | None) -> bool:
@@ -244,34 +196,25 @@ def _blank(value: str | None) -> bool:
     return value is not None and not value.strip()
 
 
-def _not_found(group_id: str) -> ConsumerGroupError:
-    return ConsumerGroupError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
-
-
-def _not_consumer(group_id: str) -> ConsumerGroupError:
-    return ConsumerGroupError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
-
-
-class ConsumerGroupManager:
-    """Consumer-protocol groups on one coordinator: heartbeats, timers, offsets, load.
+class ConsumerMembershipManager:
+    """ConsumerGroupHeartbeat on one coordinator: members join, reconcile, leave and are fenced.
 
     All calls run on the thread of the clock's event loop. Complexities are per
     call, in terms of the group's *members*, the *partitions* of its subscribed
     topics and the *topics* of the subscriptions; the assignor's own cost is on
-    :mod:`~logstore.coordinator.assignors`.
+    :mod:`~logstore.coordinator.group.server_assignors`.
 
-    Invariants: a group id is registered here or with the classic
-    :class:`GroupMetadataManager`, not both (a conversion writes its tombstones
-    and moves the group in one call); the groups change only by
-    :meth:`replay` of records that were written first; a member has a session
-    timer from its first heartbeat until it is fenced or its group unloaded,
-    and a rebalance timer only while it is in UNREVOKED_PARTITIONS.
+    Invariants: the groups change only through the store (records written,
+    then replayed); a member has a session timer from its first heartbeat
+    until it is fenced or its group unloaded, and a rebalance timer only while
+    it is in UNREVOKED_PARTITIONS.
     """
 
     def __init__(
         self,
         config: CoordinatorConfig,
         clock: Clock,
+        store: ConsumerGroupStore,
         classic: GroupMetadataManager,
         membership: MembershipManager,
         catalog: TopicCatalog | None = None,
@@ -281,28 +224,14 @@ class ConsumerGroupManager:
         self.clock = clock
         self.catalog: TopicCatalog = catalog or NoTopics()
         self.group_configs = group_configs or GroupConfigs(config)
+        self._store = store
         self._classic = classic
         self._membership = membership
-        self._groups: dict[str, ConsumerGroup] = {}
         self._assignors = make_assignors(config.group_consumer_assignors)
         self.default_assignor = next(iter(self._assignors))
         self._sessions: dict[tuple[str, str], TimerHandle] = {}
         self._rebalances: dict[tuple[str, str], TimerHandle] = {}
-        self._expiry = Repeating(clock, config.offsets_retention_check_interval_ms, self._expire_and_log)
         self._patterns: dict[str, re.Pattern[str]] = {}
-
-    # -- the registry -------------------------------------------------------------------
-
-    def get(self, group_id: str) -> ConsumerGroup | None:
-        """The consumer group of that id, if any. O(1)."""
-        return self._groups.get(group_id)
-
-    def __iter__(self) -> Iterator[ConsumerGroup]:
-        """The groups (copy before changing the registry while iterating). O(1)."""
-        return iter(self._groups.values())
-
-    def __contains__(self, group_id: object) -> bool:
-        return group_id in self._groups
 
     # -- ConsumerGroupHeartbeat ---------------------------------------------------------
 
@@ -424,24 +353,19 @@ class ConsumerGroupManager:
         # 1. The member, and the group epoch if the subscriptions or the subscribed topics changed.
         bump = group.group_epoch == 0
         if not known or updated.subscription() != member.subscription():
-            records.append((_key(MEMBER_SUBSCRIPTION, group_id, member_id), updated.subscription()))
+            records.append((ConsumerGroupKey(MEMBER_SUBSCRIPTION, group_id, member_id), updated.subscription()))
             bump = bump or (
                 updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
             )
-        metadata = self._subscription_metadata(group, member if known else None, updated)
-        if metadata != group.subscription_metadata:
-            records.append(
-                (
-                    _key(SUBSCRIPTION_METADATA, group_id),
-                    SubscriptionMetadataValue(tuple(sorted(metadata.values()))),
-                )
-            )
+        metadata, metadata_record = self._subscription_metadata(group, member if known else None, updated)
+        if metadata_record:
+            records += metadata_record
             bump = True
         group_epoch = group.group_epoch
         if bump:
             group_epoch += 1
-            records.append((_key(GROUP_EPOCH, group_id), GroupEpochValue(group_epoch)))
+            records.append((ConsumerGroupKey(GROUP_EPOCH, group_id), GroupEpochValue(group_epoch)))
             log.info("group %s: group epoch %d", group_id, group_epoch)
         # 2. The target assignment, if the group epoch moved past it.
         if group_epoch > group.assignment_epoch:
@@ -457,10 +381,10 @@ class ConsumerGroupManager:
         if not updated.is_reconciled_to(target_epoch):
             reconciled = Reconciliation(updated, target_epoch, target, group.partition_epoch, owned).next()
         if reconciled != updated:
-            records.append((_key(CURRENT_ASSIGNMENT, group_id, member_id), reconciled.current_assignment()))
-        error = self._write(group_id, records, raw)
+            records.append((ConsumerGroupKey(CURRENT_ASSIGNMENT, group_id, member_id), reconciled.current_assignment()))
+        error = self._store.write(group_id, records, raw)
         if error != ErrorCode.none:
-            return HeartbeatResult(error, f"the group's records could not be written: {error.name}")
+            return _unwritten(error)
         for action in after:
             action()
         if reconciled != updated:
@@ -491,27 +415,27 @@ class ConsumerGroupManager:
         """Kafka's ``getOrMaybeCreateConsumerGroup``: the group, a new one (not registered until its
         records are replayed), or an Empty classic group's replacement (its tombstone in ``raw``, the
         move of its offsets in ``after``)."""
-        group = self._groups.get(group_id)
+        group = self._store.get(group_id)
         if group is not None:
             return group
         classic = self._classic.get(group_id)
         if classic is None or classic.is_in(GroupState.DEAD):
             if not create:
-                raise _not_found(group_id)
+                raise group_not_found(group_id)
             return ConsumerGroup(group_id)
         if create and classic.is_in(GroupState.EMPTY):
             if classic.generation_id > 0:
                 raw.append(group_metadata_record(group_id, None))
             after.append(lambda: self._adopt_classic(classic))
             return ConsumerGroup(group_id)
-        raise _not_consumer(group_id)
+        raise not_consumer_group(group_id)
 
     def _adopt_classic(self, classic: GroupMetadata) -> None:
         """An Empty classic group became this consumer group: forget it, keep its offsets."""
         log.info("group %s: the empty classic group is now a consumer group", classic.group_id)
         classic.transition_to(GroupState.DEAD)
         self._membership.forget(classic)
-        group = self._groups.get(classic.group_id)
+        group = self._store.get(classic.group_id)
         assert group is not None, f"the consumer group {classic.group_id} was not created"
         for partition, value in classic.offsets.items():
             group.offsets.setdefault(partition, value)
@@ -540,8 +464,8 @@ class ConsumerGroupManager:
         owned: Assignment | None,
         records: list[ConsumerRecord],
     ) -> ConsumerGroupMember:
-        existing = group.static_member(instance_id)
         if epoch == 0:
+            existing = group.static_member(instance_id)
             if existing is None:
                 log.info("group %s: static member %s (%s) joins", group.group_id, member_id, instance_id)
                 return group.members.get(member_id) or ConsumerGroupMember(member_id)
@@ -554,26 +478,19 @@ class ConsumerGroupManager:
             replacement = dataclasses.replace(
                 existing, member_id=member_id, member_epoch=0, previous_member_epoch=0
             )
-            records.extend(self._removal(group.group_id, existing.member_id))
-            records.append((_key(MEMBER_SUBSCRIPTION, group.group_id, member_id), replacement.subscription()))
+            records.extend(self._store.member_tombstones(group.group_id, existing.member_id))
+            records.append((ConsumerGroupKey(MEMBER_SUBSCRIPTION, group.group_id, member_id), replacement.subscription()))
             records.append(
-                (_key(TARGET_ASSIGNMENT, group.group_id, member_id),
+                (ConsumerGroupKey(TARGET_ASSIGNMENT, group.group_id, member_id),
                  TargetAssignmentValue(group.target_of(existing.member_id)))
             )  # fmt: skip
             records.append(
-                (_key(CURRENT_ASSIGNMENT, group.group_id, member_id), replacement.current_assignment())
+                (ConsumerGroupKey(CURRENT_ASSIGNMENT, group.group_id, member_id), replacement.current_assignment())
             )
             log.info("group %s: static member %s (%s) replaces %s", group.group_id, member_id, instance_id,
                      existing.member_id)  # fmt: skip
             return replacement
-        if existing is None:
-            raise ConsumerGroupError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
-        if existing.member_id != member_id:
-            raise ConsumerGroupError(
-                ErrorCode.fenced_instance_id,
-                f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                f"{existing.member_id}.",
-            )
+        existing = _static_owner(group, instance_id, member_id)
         self._check_epoch(existing, epoch, owned)
         return existing
 
@@ -640,14 +557,18 @@ class ConsumerGroupManager:
 
     def _subscription_metadata(
         self, group: ConsumerGroup, replacing: ConsumerGroupMember | None, by: ConsumerGroupMember | None
-    ) -> dict[str, TopicMetadata]:
-        """The subscribed topics that exist, with their ids and partition counts. O(topics)."""
+    ) -> tuple[dict[str, TopicMetadata], list[ConsumerRecord]]:
+        """The subscribed topics that exist, with their ids and partition counts, and the record of
+        them if they are not the group's (none if they are). O(topics)."""
         metadata = {}
         for name in sorted(self.group_topics(group, replacing, by)):
             described = self.catalog.describe_topic(name)
             if described is not None:
                 metadata[name] = TopicMetadata(name, described[0], described[1])
-        return metadata
+        if metadata == group.subscription_metadata:
+            return metadata, []
+        value = SubscriptionMetadataValue(tuple(sorted(metadata.values())))
+        return metadata, [(ConsumerGroupKey(SUBSCRIPTION_METADATA, group.group_id), value)]
 
     def _update_target(
         self,
@@ -686,45 +607,34 @@ class ConsumerGroupManager:
             ) from None
         for member_id in sorted(specs):
             if targets[member_id] != group.target_assignment.get(member_id):
-                records.append((_key(TARGET_ASSIGNMENT, group.group_id, member_id),
+                records.append((ConsumerGroupKey(TARGET_ASSIGNMENT, group.group_id, member_id),
                                 TargetAssignmentValue(targets[member_id])))  # fmt: skip
-        records.append((_key(ASSIGNMENT_EPOCH, group.group_id), AssignmentEpochValue(group_epoch)))
+        records.append((ConsumerGroupKey(ASSIGNMENT_EPOCH, group.group_id), AssignmentEpochValue(group_epoch)))
         log.info("group %s: target assignment of epoch %d computed by %r", group.group_id, group_epoch, name)
         return targets[updated.member_id]
 
     # -- leaving and fencing --------------------------------------------------------------
 
     def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
-        group = self.consumer_group(request.group_id)
+        group = self._store.consumer_group(request.group_id)
         member_id = request.member_id
         if request.instance_id is None:
             member = group.member(member_id)
             log.info("group %s: member %s leaves", group.group_id, member_id)
         else:
-            static = group.static_member(request.instance_id)
-            if static is None:
-                raise ConsumerGroupError(
-                    ErrorCode.unknown_member_id, f"Instance id {request.instance_id} is unknown."
-                )
-            if static.member_id != member_id:
-                raise ConsumerGroupError(
-                    ErrorCode.fenced_instance_id,
-                    f"Static member {member_id} with instance id {request.instance_id} was fenced by member "
-                    f"{static.member_id}.",
-                )
-            member = static
+            member = _static_owner(group, request.instance_id, member_id)
             if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 log.info("group %s: static member %s leaves for now", group.group_id, member_id)
                 left = dataclasses.replace(
                     member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation=EMPTY_ASSIGNMENT
                 )
                 record = (
-                    _key(CURRENT_ASSIGNMENT, group.group_id, member.member_id),
+                    ConsumerGroupKey(CURRENT_ASSIGNMENT, group.group_id, member.member_id),
                     left.current_assignment(),
                 )
-                error = self._write(group.group_id, [record])
+                error = self._store.write(group.group_id, [record])
                 if error != ErrorCode.none:
-                    return HeartbeatResult(error, f"the group's records could not be written: {error.name}")
+                    return _unwritten(error)
                 self._cancel(self._rebalances, (group.group_id, member.member_id))
                 return HeartbeatResult(
                     ErrorCode.none,
@@ -734,41 +644,18 @@ class ConsumerGroupManager:
                 )
         error = self._fence(group, member)
         if error != ErrorCode.none:
-            return HeartbeatResult(error, f"the group's records could not be written: {error.name}")
+            return _unwritten(error)
         return HeartbeatResult(
             ErrorCode.none, member_id=member_id, member_epoch=request.member_epoch, wrote=True
         )
 
-    def consumer_group(self, group_id: str) -> ConsumerGroup:
-        """The consumer group of that id; GROUP_ID_NOT_FOUND if none (or it is classic). O(1)."""
-        group = self._groups.get(group_id)
-        if group is not None:
-            return group
-        classic = self._classic.get(group_id)
-        raise _not_consumer(group_id) if classic is not None else _not_found(group_id)
-
-    def _removal(self, group_id: str, member_id: str) -> list[ConsumerRecord]:
-        """A member's tombstones, in Kafka's order. O(1)."""
-        return [
-            (_key(CURRENT_ASSIGNMENT, group_id, member_id), None),
-            (_key(TARGET_ASSIGNMENT, group_id, member_id), None),
-            (_key(MEMBER_SUBSCRIPTION, group_id, member_id), None),
-        ]
-
     def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember) -> ErrorCode:
         """Remove a member and bump the group epoch (Kafka's ``consumerGroupFenceMember``). O(topics)."""
         group_id = group.group_id
-        records = self._removal(group_id, member.member_id)
-        metadata = self._subscription_metadata(group, member, None)
-        if metadata != group.subscription_metadata:
-            records.append(
-                (
-                    _key(SUBSCRIPTION_METADATA, group_id),
-                    SubscriptionMetadataValue(tuple(sorted(metadata.values()))),
-                )
-            )
-        records.append((_key(GROUP_EPOCH, group_id), GroupEpochValue(group.group_epoch + 1)))
-        error = self._write(group_id, records)
+        records = self._store.member_tombstones(group_id, member.member_id)
+        records += self._subscription_metadata(group, member, None)[1]
+        records.append((ConsumerGroupKey(GROUP_EPOCH, group_id), GroupEpochValue(group.group_epoch + 1)))
+        error = self._store.write(group_id, records)
         if error == ErrorCode.none:
             self._cancel_timers(group_id, member.member_id)
         return error
@@ -793,14 +680,7 @@ class ConsumerGroupManager:
 
     def _on_session_expired(self, key: tuple[str, str]) -> None:
         self._sessions.pop(key, None)
-        group = self._groups.get(key[0])
-        member = group.members.get(key[1]) if group is not None else None
-        if group is None or member is None:
-            return
-        log.info("group %s: member %s fenced: its session expired", key[0], key[1])
-        error = self._fence(group, member)
-        if error != ErrorCode.none:
-            log.warning("group %s: could not fence %s: %s", key[0], key[1], error.name)
+        self._fence_expired(key, None, "its session expired")
 
     def _schedule_rebalance_timeout(self, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
         key = (group_id, member_id)
@@ -811,17 +691,20 @@ class ConsumerGroupManager:
 
     def _on_rebalance_expired(self, key: tuple[str, str], epoch: int, timeout_ms: int) -> None:
         self._rebalances.pop(key, None)
-        group = self._groups.get(key[0])
+        self._fence_expired(key, epoch, f"it did not leave epoch {epoch} within {timeout_ms} ms")
+
+    def _fence_expired(self, key: tuple[str, str], epoch: int | None, why: str) -> None:
+        """A member's timer fired: fence the member if it is still there (at ``epoch``, if given)."""
+        group = self._store.get(key[0])
         member = group.members.get(key[1]) if group is not None else None
-        if group is None or member is None or member.member_epoch != epoch:
+        if group is None or member is None or (epoch is not None and member.member_epoch != epoch):
             return
-        log.info("group %s: member %s fenced: it did not leave epoch %d within %d ms", key[0], key[1], epoch,
-                 timeout_ms)  # fmt: skip
+        log.info("group %s: member %s fenced: %s", key[0], key[1], why)
         error = self._fence(group, member)
         if error != ErrorCode.none:
             log.warning("group %s: could not fence %s: %s", key[0], key[1], error.name)
 
-    def _start_member_timers(self, group: ConsumerGroup) -> None:
+    def start_member_timers(self, group: ConsumerGroup) -> None:
         """Kafka's ``onLoaded``: sessions for every member, rebalance timers where revoking. O(members)."""
         for member in group.members.values():
             self._schedule_session_timeout(group.group_id, member.member_id)
@@ -830,321 +713,14 @@ class ConsumerGroupManager:
                     group.group_id, member.member_id, member.member_epoch, member.rebalance_timeout_ms
                 )
 
-    # -- writing and replaying ------------------------------------------------------------
-
-    def _write(
-        self, group_id: str, records: Sequence[ConsumerRecord], raw: Sequence[Record] = ()
-    ) -> ErrorCode:
-        """Write ``raw`` then ``records`` in one append; once written, replay ``records``. O(records)."""
-        if not records and not raw:
-            return ErrorCode.none
-        encoded = [*raw, *(encode_consumer_record(record) for record in records)]
-        error = self._classic.write(group_id, encoded)
-        if error != ErrorCode.none:
-            return error if error in _WRITE_ERRORS else ErrorCode.unknown_server_error
-        for record in records:
-            self.replay(record)
-        return ErrorCode.none
-
-    def replay(self, record: ConsumerRecord) -> None:
-        """Apply one record to the groups (Kafka's ``replay`` per record type). O(the record's partitions).
-
-        A value creates its group if need be; a tombstone of an unknown group or
-        member does nothing. The group epoch's tombstone deletes the group.
-        """
-        key, value = record
-        group = self._groups.get(key.group)
-        if group is None:
-            if value is None:
-                return
-            group = self._groups[key.group] = ConsumerGroup(key.group)
-        member_id = key.member
-        if key.type == GROUP_EPOCH:
-            if isinstance(value, GroupEpochValue):
-                group.set_group_epoch(value.epoch)
-            else:
-                if group.members or group.target_assignment:
-                    log.warning("group %s deleted with members %s", key.group, sorted(group.members))
-                group.dead = True
-                del self._groups[key.group]
-        elif key.type == SUBSCRIPTION_METADATA:
-            group.set_subscription_metadata(
-                value.topics if isinstance(value, SubscriptionMetadataValue) else ()
-            )
-        elif key.type == ASSIGNMENT_EPOCH:
-            group.set_assignment_epoch(value.epoch if isinstance(value, AssignmentEpochValue) else -1)
-        elif key.type == TARGET_ASSIGNMENT:
-            assert member_id is not None
-            group.set_target(
-                member_id, value.partitions if isinstance(value, TargetAssignmentValue) else None
-            )
-        elif key.type == MEMBER_SUBSCRIPTION:
-            assert member_id is not None
-            if isinstance(value, MemberSubscriptionValue):
-                old = group.members.get(member_id) or ConsumerGroupMember(member_id)
-                group.update_member(old.with_subscription(value))
-            elif member_id in group.members:
-                group.remove_member(member_id)
-        elif key.type == CURRENT_ASSIGNMENT:
-            assert member_id is not None
-            if isinstance(value, CurrentAssignmentValue):
-                old = group.members.get(member_id) or ConsumerGroupMember(member_id)
-                group.update_member(old.with_current_assignment(value))
-            elif member_id in group.members:
-                group.update_member(
-                    dataclasses.replace(
-                        group.members[member_id],
-                        member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
-                        previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
-                        assigned=EMPTY_ASSIGNMENT,
-                        pending_revocation=EMPTY_ASSIGNMENT,
-                    )
-                )
-
-    def load(self, records: Iterable[ConsumerRecord]) -> list[ConsumerGroup]:
-        """Replay records of a partition in log order; start the loaded members' timers.
-
-        Returns the groups the records touched that are live. O(records + their members).
-        """
-        touched: dict[str, None] = {}
-        for record in records:
-            self.replay(record)
-            touched[record[0].group] = None
-        loaded = [self._groups[group_id] for group_id in touched if group_id in self._groups]
-        for group in loaded:
-            self._start_member_timers(group)
-            log.info("loaded consumer group %s (epoch %d, %d members)", group.group_id, group.group_epoch,
-                     len(group.members))  # fmt: skip
-        return loaded
-
-    def unload(self, group: ConsumerGroup) -> None:
-        """Forget a group (another coordinator serves it now) and cancel its timers. O(its members)."""
-        if self._groups.get(group.group_id) is group:
-            del self._groups[group.group_id]
+    def cancel_member_timers(self, group: ConsumerGroup) -> None:
+        """Cancel the timers of a group's members (it is unloaded). O(its members)."""
         for member_id in group.members:
             self._cancel_timers(group.group_id, member_id)
 
-    # -- the classic protocol meeting a consumer group -------------------------------------
-
-    def delete_for_classic_join(self, group: ConsumerGroup) -> ErrorCode:
-        """An Empty consumer group gives way to a classic group (a JoinGroup): its tombstones are
-        written and it is forgotten; the caller moves its offsets. O(records of the group)."""
-        assert not group.members, f"{group} is not empty"
-        error = self._write(group.group_id, self._group_tombstones(group))
-        if error == ErrorCode.none:
-            log.info("group %s: the empty consumer group is now a classic group", group.group_id)
-        return error
-
-    def _group_tombstones(self, group: ConsumerGroup) -> list[ConsumerRecord]:
-        """Kafka's ``createGroupTombstoneRecords``, in its order. O(members)."""
-        group_id = group.group_id
-        members = sorted(set(group.members) | set(group.target_assignment))
-        records: list[ConsumerRecord] = [(_key(CURRENT_ASSIGNMENT, group_id, m), None) for m in members]
-        records += [(_key(TARGET_ASSIGNMENT, group_id, m), None) for m in members]
-        records.append((_key(ASSIGNMENT_EPOCH, group_id), None))
-        records += [(_key(MEMBER_SUBSCRIPTION, group_id, m), None) for m in members]
-        records.append((_key(SUBSCRIPTION_METADATA, group_id), None))
-        records.append((_key(GROUP_EPOCH, group_id), None))
-        return records
-
-    # -- offsets ------------------------------------------------------------------------
-
-    def prepare_commit(
-        self,
-        group: ConsumerGroup,
-        member_id: str,
-        member_epoch: int,
-        offsets: Mapping[TopicPartition, OffsetCommit],
-        api_version: int,
-    ) -> PreparedCommit:
-        """OffsetCommit to a consumer group (Kafka's ``ConsumerGroup.validateOffsetCommit``). O(partitions).
-
-        An epoch below 0 commits for a group without members (admin tools);
-        otherwise the member must exist (UNKNOWN_MEMBER_ID), commit with
-        OffsetCommit v9+ (UNSUPPORTED_VERSION) and at its current epoch
-        (STALE_MEMBER_EPOCH).
-        """
-        try:
-            if not (member_epoch < 0 and not group.members):
-                member = group.member(member_id)
-                if api_version < 9:
-                    raise ConsumerGroupError(
-                        ErrorCode.unsupported_version,
-                        "OffsetCommit version 9 or above must be used by members using the consumer group protocol",
-                    )
-                if member_epoch != member.member_epoch:
-                    raise ConsumerGroupError(
-                        ErrorCode.stale_member_epoch,
-                        f"The received member epoch {member_epoch} does not match the expected member epoch "
-                        f"{member.member_epoch}.",
-                    )
-        except ConsumerGroupError as e:
-            return PreparedCommit(dict.fromkeys(offsets, e.error))
-        now = self.clock.now_ms()
-        limit = self.config.offset_metadata_max_bytes
-        values: dict[TopicPartition, OffsetCommitValue] = {}
-        errors: dict[TopicPartition, ErrorCode] = {}
-        for partition, (offset, leader_epoch, metadata) in offsets.items():
-            text = metadata or ""
-            if text and java_string_length(text) > limit:
-                errors[partition] = ErrorCode.offset_metadata_too_large
-            else:
-                values[partition] = OffsetCommitValue(
-                    offset, -1 if leader_epoch is None else leader_epoch, text, now
-                )
-        return ConsumerGroupCommit(errors, offset_records(group.group_id, values), group, values)
-
-    def fetch_offsets(
-        self,
-        group: ConsumerGroup,
-        partitions: Iterable[TopicPartition] | None,
-        member_id: str | None = None,
-        member_epoch: int = -1,
-    ) -> FetchOffsetsResult:
-        """OffsetFetch of a consumer group; from v9 a member's fetch names it and its epoch
-        (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH). O(partitions), or O(offsets) for all."""
-        if not (member_id is None and member_epoch < 0):
-            member = group.members.get(member_id or "")
-            if member is None:
-                return FetchOffsetsResult(ErrorCode.unknown_member_id)
-            if member_epoch != member.member_epoch:
-                return FetchOffsetsResult(ErrorCode.stale_member_epoch)
-        if partitions is None:
-            return FetchOffsetsResult(
-                ErrorCode.none, {tp: FetchedOffset.of(value) for tp, value in group.offsets.items()}
-            )
-        return FetchOffsetsResult(
-            ErrorCode.none, {tp: FetchedOffset.of(group.offsets.get(tp)) for tp in partitions}
-        )
-
-    def delete_offsets(
-        self, group: ConsumerGroup, partitions: Iterable[TopicPartition]
-    ) -> DeleteOffsetsResult:
-        """OffsetDelete: partitions of subscribed topics answer GROUP_SUBSCRIBED_TO_TOPIC; the others'
-        offsets are deleted (tombstones). O(partitions + topics)."""
-        subscribed = self.group_topics(group)
-        errors: dict[TopicPartition, ErrorCode] = {}
-        removed = []
-        for tp in partitions:
-            if tp[0] in subscribed:
-                errors[tp] = ErrorCode.group_subscribed_to_topic
-            else:
-                errors[tp] = ErrorCode.none
-                if tp in group.offsets:
-                    removed.append(tp)
-        if removed:
-            error = self._classic.write(group.group_id, tombstones(group.group_id, removed, group_too=False))
-            if error != ErrorCode.none:
-                return DeleteOffsetsResult(error)
-            for tp in removed:
-                group.offsets.pop(tp, None)
-        return DeleteOffsetsResult(ErrorCode.none, errors)
-
-    def delete_group(self, group: ConsumerGroup) -> ErrorCode:
-        """DeleteGroups: an Empty group goes with its offsets; NON_EMPTY_GROUP otherwise. O(offsets + members)."""
-        if group.state is not ConsumerGroupState.EMPTY:
-            return ErrorCode.non_empty_group
-        offsets = tombstones(group.group_id, sorted(group.offsets), group_too=False)
-        error = self._write(group.group_id, self._group_tombstones(group), offsets)
-        if error == ErrorCode.none:
-            group.offsets.clear()
-        return error
-
-    def expire_offsets(self, now_ms: int | None = None) -> int:
-        """Expire the offsets of topics a group no longer subscribes to, ``offsets.retention.minutes``
-        after their commit (or at their explicit expiry); an Empty group left without offsets is
-        deleted. Returns how many offsets went. O(groups + offsets + topics)."""
-        now = self.clock.now_ms() if now_ms is None else now_ms
-        retention = self.config.offsets_retention_ms
-        removed = 0
-        for group in list(self._groups.values()):
-            subscribed = self.group_topics(group)
-            expired = sorted(
-                tp for tp, value in group.offsets.items()
-                if tp[0] not in subscribed and (
-                    now >= value.expire_timestamp if value.expire_timestamp is not None
-                    else now - value.commit_timestamp >= retention
-                )
-            )  # fmt: skip
-            records: list[ConsumerRecord] = []
-            if group.state is ConsumerGroupState.EMPTY and len(expired) == len(group.offsets):
-                records = self._group_tombstones(group)
-            if not expired and not records:
-                continue
-            error = self._write(group.group_id, records, tombstones(group.group_id, expired, group_too=False))
-            if error != ErrorCode.none:
-                log.warning("could not expire the offsets of group %s: %s", group.group_id, error.name)
-                continue
-            for tp in expired:
-                group.offsets.pop(tp, None)
-            removed += len(expired)
-        return removed
-
-    def start(self) -> None:
-        """Expire offsets every ``offsets.retention.check.interval.ms`` from now on. O(1)."""
-        self._expiry.start()
-
-    def _expire_and_log(self) -> None:
-        removed = self.expire_offsets()
-        if removed:
-            log.info("expired %d offsets of consumer groups", removed)
-
     def close(self) -> None:
-        """Stop every timer and forget every group. O(groups + members)."""
-        self._expiry.stop()
+        """Stop every member timer. O(members of all groups)."""
         for timers in (self._sessions, self._rebalances):
             for handle in timers.values():
                 handle.cancel()
             timers.clear()
-        self._groups.clear()
-
-    # -- describing -----------------------------------------------------------------------
-
-    def describe(self, group_id: str) -> DescribedConsumerGroup:
-        """ConsumerGroupDescribe of one group; GROUP_ID_NOT_FOUND if it is not a consumer group.
-
-        O(members × their partitions).
-        """
-        try:
-            group = self.consumer_group(group_id)
-        except ConsumerGroupError as e:
-            return DescribedConsumerGroup(group_id, e.error, e.message)
-        members = tuple(
-            DescribedMember(
-                member.member_id,
-                member.instance_id,
-                member.rack_id,
-                member.member_epoch,
-                member.client_id,
-                member.client_host,
-                member.subscribed_topic_names,
-                member.subscribed_topic_regex,
-                self._described(member.assigned),
-                self._described(group.target_assignment.get(member.member_id, EMPTY_ASSIGNMENT)),
-            )
-            for member in group.members.values()
-        )
-        return DescribedConsumerGroup(
-            group_id,
-            ErrorCode.none,
-            None,
-            str(group.state),
-            group.group_epoch,
-            group.assignment_epoch,
-            group.preferred_assignor() or self.default_assignor,
-            members,
-        )
-
-    def _described(self, partitions: Assignment) -> tuple[DescribedPartitions, ...]:
-        """Kafka's ``topicPartitionsFromMap``: topics no longer known are left out. O(partitions)."""
-        result = []
-        for topic_id in sorted(partitions):
-            name = self.catalog.topic_name(topic_id)
-            if name is not None:
-                result.append(DescribedPartitions(topic_id, name, tuple(sorted(partitions[topic_id]))))
-        return tuple(result)
-
-    def in_states(self, states: Collection[str] | None = None) -> list[ConsumerGroup]:
-        """The groups in one of ``states`` (Kafka's names, any case), or all. O(groups)."""
-        wanted = {state.strip().lower() for state in states} if states else None
-        return [g for g in self._groups.values() if wanted is None or str(g.state).lower() in wanted]

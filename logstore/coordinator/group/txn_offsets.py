@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from logstore.coordinator.group import TopicPartition
-from logstore.coordinator.schemas import OffsetCommitValue, Record
+from logstore.coordinator.group.classic_group import TopicPartition
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
+from logstore.coordinator.record_codec import Record
 
 GroupOffsets = dict[str, dict[TopicPartition, OffsetCommitValue]]
 

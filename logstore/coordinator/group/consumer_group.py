@@ -2,9 +2,11 @@
 
 The state of Kafka's ``ConsumerGroup``, ``ConsumerGroupMember`` and
 ``CurrentAssignmentBuilder``. It knows nothing of time or the log: the
-:class:`~logstore.coordinator.consumer_membership.ConsumerGroupManager` drives
-it, and changes it only by replaying records
-(:mod:`~logstore.coordinator.consumer_records`), so what a restarted
+:class:`~logstore.coordinator.group.consumer_membership.ConsumerMembershipManager`
+drives it, and the
+:class:`~logstore.coordinator.group.consumer_group_store.ConsumerGroupStore` changes
+it only by replaying records
+(:mod:`~logstore.coordinator.group.consumer_records`), so what a restarted
 coordinator loads is what the running one held.
 
 Epochs. The *group epoch* moves when the membership or the subscribed topics
@@ -45,15 +47,15 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from logstore.coordinator.consumer_records import (
+from logstore.coordinator.group.consumer_records import (
     EMPTY_ASSIGNMENT,
     Assignment,
     CurrentAssignmentValue,
     MemberSubscriptionValue,
     TopicMetadata,
 )
-from logstore.coordinator.group import java_hashmap_order
-from logstore.coordinator.schemas import OffsetCommitValue
+from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
+from logstore.coordinator.java_strings import java_hashmap_order
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
