@@ -88,9 +88,11 @@ def paced_produce(bootstrap: str, topic: str, acks: str, rate: int, seconds: flo
     started = time.monotonic()
     for i in range(total):
         due = started + i / rate
-        wait = due - time.monotonic()
-        if wait > 0.0005:
-            producer.poll(wait)  # serves the delivery reports while waiting for the slot
+        for _ in range(1000):  # poll returns at the first report it serves: wait out the slot
+            wait = due - time.monotonic()
+            if wait <= 0.0005:
+                break
+            producer.poll(wait)
         producer.produce(topic, value, key=b"%.6f" % due)
         if i % 64 == 0:
             producer.poll(0)
