@@ -54,6 +54,7 @@ TRANSPORT = frozenset({E._TRANSPORT, E._TIMED_OUT, E._ALL_BROKERS_DOWN})  # type
 
 # -- the requests ---------------------------------------------------------------------------------
 
+
 class Manager(Protocol):
     """What a request reads of its transaction manager, and what it may do to it (on the
     sender thread, the manager's lock held)."""

@@ -124,7 +124,6 @@ class AclBindingFilter(AclBinding):
         }
 
 
-
 class AclsAdmin(AdminBase):
     """The calls on ACLs (see the module docstring)."""
 
@@ -139,7 +138,9 @@ class AclsAdmin(AdminBase):
 
         def work() -> None:
             response = self._call(CREATE_ACLS, {"creations": [b.wire() for b in bindings]}, deadline)
-            _settle_in_order(futures, response.results, "CreateAcls: one result per ACL expected", lambda _: None)
+            _settle_in_order(
+                futures, response.results, "CreateAcls: one result per ACL expected", lambda _: None
+            )
 
         self._submit(futures.values(), work)
         return futures

@@ -85,7 +85,9 @@ def settle(futures: Mapping[Any, Future[Any]], outcomes: Mapping[Any, Any]) -> N
             future.set_result(outcome)
 
 
-def by_topic(pairs: Iterable[tuple[str, V]], field: str = "partitions", name: str = "name") -> list[dict[str, Any]]:
+def by_topic(
+    pairs: Iterable[tuple[str, V]], field: str = "partitions", name: str = "name"
+) -> list[dict[str, Any]]:
     """A request's topics: ``{name: topic, field: [values]}`` for the (topic, value) pairs, in
     the order the topics first appear.
 
@@ -257,7 +259,9 @@ class AdminBase:
         return self._routed(api_key, items, route or (lambda _: self._controller()), build, parse,
                             _CONTROLLER_RETRY, lambda _: self._ensure_metadata(refresh=True), deadline)  # fmt: skip
 
-    def _call(self, api_key: int, fields: dict[str, Any], deadline: float, *, controller: bool = False) -> Any:
+    def _call(
+        self, api_key: int, fields: dict[str, Any], deadline: float, *, controller: bool = False
+    ) -> Any:
         """One request to the controller (``controller``) or to any broker, retried once as
         :meth:`_routed` does; its answer. Raises KafkaException with the answer's top-level
         ``error_code`` (and ``error_message``), or with the request's failure."""
@@ -316,4 +320,3 @@ class AdminBase:
 
         refresh(list(partitions))
         return self._routed(api_key, partitions, leader, build, parse, _LEADER_RETRY, refresh, deadline)
-

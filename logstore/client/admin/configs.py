@@ -280,9 +280,7 @@ class ConfigsAdmin(AdminBase):
                 config_text(repr(r), name, value)
 
         def resource_fields(r: ConfigResource) -> dict[str, Any]:
-            configs = [
-                {"name": n, "value": config_text(repr(r), n, v)} for n, v in r.set_config_dict.items()
-            ]
+            configs = [{"name": n, "value": config_text(repr(r), n, v)} for n, v in r.set_config_dict.items()]
             return {"configs": configs}
 
         return self._configs_call(ALTER_CONFIGS, resources, resource_fields, {"validate_only": validate_only},

@@ -50,7 +50,9 @@ class LogDirsAdmin(AdminBase):
             for broker, request in sent.items():
                 response = self._wait(request, deadline, f"DescribeLogDirs to broker {broker}")
                 if getattr(response, "error_code", 0):
-                    raise KafkaException(kafka_error(response.error_code, f"DescribeLogDirs of broker {broker}"))
+                    raise KafkaException(
+                        kafka_error(response.error_code, f"DescribeLogDirs of broker {broker}")
+                    )
                 dirs: dict[str, dict[str, Any]] = {}
                 for result in response.results:
                     partitions = {

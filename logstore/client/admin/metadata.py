@@ -161,7 +161,9 @@ class MetadataAdmin(AdminBase):
 
     def _metadata(self, topics: list[str] | None, timeout: Any) -> tuple[Any, int]:
         """A Metadata answer (never creating topics) within ``timeout`` seconds (< 0: the default), and who gave it."""
-        limit = self._default_timeout if timeout is None or timeout < 0 else check_seconds("timeout", timeout, 0)
+        limit = (
+            self._default_timeout if timeout is None or timeout < 0 else check_seconds("timeout", timeout, 0)
+        )
         if self._closed:
             raise RuntimeError("AdminClient has been closed")
         conn = self._cluster.any_connection()

@@ -233,11 +233,12 @@ class TopicsAdmin(AdminBase):
         futures = {n: new_future() for n in names}
 
         def work() -> None:
-            settle(futures, self._to_controller(api_key, names, build, _topic_results(results_field), deadline))
+            settle(
+                futures, self._to_controller(api_key, names, build, _topic_results(results_field), deadline)
+            )
 
         self._submit(futures.values(), work)
         return futures
-
 
     def describe_topics(
         self, topics: TopicCollection, *, request_timeout: float | None = None,
