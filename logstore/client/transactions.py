@@ -83,7 +83,7 @@ from typing import Any, Protocol
 
 from logstore.client.cluster import Cluster
 from logstore.client.errors import KafkaError, KafkaException, local
-from logstore.client.sender import IdempotenceState
+from logstore.client.idempotence import IdempotenceState
 from logstore.client.txn_requests import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,

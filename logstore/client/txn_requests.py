@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Protocol
 
 from logstore.client.cluster import FIND_COORDINATOR, Cluster, find_coordinator_fields
 from logstore.client.errors import KafkaError, KafkaException
-from logstore.client.sender import IdempotenceState
+from logstore.client.idempotence import IdempotenceState
 from logstore.client.types import ConsumerGroupMetadata
 
 INIT_PRODUCER_ID = 22
