@@ -94,12 +94,16 @@ from logstore.client.admin.metadata import (
 )
 from logstore.client.admin.partitions import (
     DeletedRecords,
+    EarliestSpec,
     ElectionType,
     IsolationLevel,
+    LatestSpec,
     ListOffsetsResultInfo,
+    MaxTimestampSpec,
     OffsetSpec,
     PartitionReassignment,
     PartitionsAdmin,
+    TimestampSpec,
 )
 from logstore.client.admin.quotas import QuotasAdmin
 from logstore.client.admin.resources import (
@@ -176,10 +180,13 @@ __all__ = [
     "ConsumerGroupType",
     "DeletedRecords",
     "DescribeClusterResult",
+    "EarliestSpec",
     "ElectionType",
     "IsolationLevel",
+    "LatestSpec",
     "ListConsumerGroupsResult",
     "ListOffsetsResultInfo",
+    "MaxTimestampSpec",
     "MemberAssignment",
     "MemberDescription",
     "NewPartitions",
@@ -190,6 +197,7 @@ __all__ = [
     "PartitionReassignment",
     "ResourcePatternType",
     "ResourceType",
+    "TimestampSpec",
     "TopicCollection",
     "TopicDescription",
     "TopicMetadata",
