@@ -6,9 +6,12 @@
 It runs over TCP against any Kafka broker, or, with ``bootstrap.servers =
 "embedded:///path/to/data"``, in-process against a logstore Store. See
 docs/client.md. Inside: ``producer`` (RecordAccumulator in ``accumulator``,
-Sender in ``sender``, ``partitioner``), ``consumer`` (``fetcher``,
+Sender in ``sender``, ``partitioner``, records waiting for metadata in
+``pending``, conversions in ``producer_records``, transactions in
+``transactions`` and ``txn_requests``), ``consumer`` (``fetcher``,
 ``coordinator``, ``subscription``, ``assignors``, ``consumer_protocol``),
-``admin``, and the transport (``cluster``, ``connection``).
+``admin`` (a package, one module per area), and the transport (``cluster``,
+``connection``).
 """
 
 from logstore.client.admin import (

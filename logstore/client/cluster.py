@@ -135,6 +135,19 @@ def _transport(name: str) -> Callable[[ClientConfig], Transport]:
     return factory
 
 
+def metadata_fields(
+    topics: Iterable[str] | None, *, auto_create: bool = False, topic_operations: bool = False
+) -> dict[str, Any]:
+    """A Metadata request for ``topics`` (None: every topic), creating none unless
+    ``auto_create``; ``topic_operations`` asks for each topic's authorized operations."""
+    return {
+        "topics": None if topics is None else [{"name": n, "topic_id": _ZERO_UUID} for n in topics],
+        "allow_auto_topic_creation": bool(auto_create),
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": topic_operations,
+    }
+
+
 def transport_for(config: ClientConfig) -> Transport:
     """The transport ``config`` asks for: TCP, or in-process (``embedded://`` or ``logstore.store``)."""
     servers = config["bootstrap.servers"]
@@ -298,13 +311,7 @@ class Cluster:
         """
         names = None if topics is None else sorted(set(topics))
         create = self.config["allow.auto.create.topics"] if auto_create is None else auto_create
-        fields = {
-            "topics": None if names is None else [{"name": n, "topic_id": _ZERO_UUID} for n in names],
-            "allow_auto_topic_creation": bool(create),
-            "include_cluster_authorized_operations": False,
-            "include_topic_authorized_operations": False,
-        }
-        response = self.request(None, METADATA, fields, timeout)
+        response = self.request(None, METADATA, metadata_fields(names, auto_create=create), timeout)
         self._update(response, names)
         return response
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
+from logstore.client.admin.metadata import ClusterMetadata, cluster_metadata
 from logstore.client.cluster import Cluster
 from logstore.client.config import ClientConfig
 from logstore.client.coordinator import ConsumerCoordinator, MemberState
@@ -738,14 +739,12 @@ class Consumer:
         if self._closed:
             raise RuntimeError("Consumer closed")
 
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The cluster's brokers and topics (all, or ``topic``) as confluent's ``ClusterMetadata``;
         bounded by ``timeout`` seconds (default ``request.timeout.ms``). Never creates a topic."""
-        from logstore.client import admin  # the metadata classes live with the AdminClient
-
         limit = None if timeout is None or timeout < 0 else float(timeout)
         response = self._cluster.refresh(None if topic is None else [topic], auto_create=False, timeout=limit)
-        return admin.cluster_metadata(response)
+        return cluster_metadata(response)
 
     def close(self) -> None:
         """Stop: on_revoke and a final commit (``enable.auto.commit``), LeaveGroup (not for static members)."""

@@ -21,17 +21,18 @@ leaders and settles the answers; delivery reports are queued and run by
 ``poll()`` / ``flush()`` on the application's thread, as confluent-kafka does.
 
 A record whose topic has no metadata yet waits (counted in ``len()``) until
-the sender has it: the first record to a new topic is never blocked on the
-network. If the metadata says the topic does not exist (after a refresh,
-``auto.create.topics.enable=false`` on the broker), those records fail with
-UNKNOWN_TOPIC_OR_PART in their delivery reports, and ``produce()`` to that
-topic raises KafkaException(UNKNOWN_TOPIC_OR_PART) for the next
+the sender has it (:mod:`logstore.client.pending`): the first record to a new
+topic is never blocked on the network. If the metadata says the topic does not
+exist (after a refresh, ``auto.create.topics.enable=false`` on the broker),
+those records fail with UNKNOWN_TOPIC_OR_PART in their delivery reports, and
+``produce()`` to that topic raises KafkaException(UNKNOWN_TOPIC_OR_PART) for the next
 ``retry.backoff.max.ms`` (then the topic is looked up again). Records that get
 no metadata within ``max.block.ms`` (no broker reachable) fail with
 ``_MSG_TIMED_OUT``; ``error_cb`` hears ``_ALL_BROKERS_DOWN`` as soon as a
 metadata request finds no broker.
 
-Records with neither headers nor their own ``timestamp`` take the CreateTime
+Keys, values and headers become bytes as :mod:`logstore.client.producer_records`
+says. Records with neither headers nor their own ``timestamp`` take the CreateTime
 of their batch (the wall clock when the batch was opened, at most ``linger.ms``
 before the record when batches drain on time): they are encoded by the C fast
 path with no per-record timestamp.
@@ -84,19 +85,29 @@ from logstore.client.accumulator import (
     HEADER_OVERHEAD,
     RECORD_OVERHEAD,
     TIMESTAMP_OVERHEAD,
+    DeliveryCallback,
     ProducerBatch,
     RecordAccumulator,
     TopicState,
 )
+from logstore.client.admin.metadata import ClusterMetadata, cluster_metadata
 from logstore.client.cluster import Cluster
 from logstore.client.config import ClientConfig, ConfigError
 from logstore.client.errors import KafkaError, KafkaException, local
 from logstore.client.partitioner import get_partitioner
+from logstore.client.pending import PendingRecord, PendingRecords, unknown_partition
+from logstore.client.producer_records import (
+    Headers,
+    byte_lengths,
+    delivery_message,
+    header_pairs,
+    serialized,
+    to_bytes,
+)
 from logstore.client.sender import Sender
 from logstore.client.transactions import TransactionManager, TxnState
 from logstore.client.types import (
     TIMESTAMP_CREATE_TIME,
-    TIMESTAMP_LOG_APPEND_TIME,
     ConsumerGroupMetadata,
     Message,
     TopicPartition,
@@ -106,23 +117,6 @@ from logstore.records import Record
 _log = logging.getLogger("logstore.client.producer")
 
 MAX_IDEMPOTENT_IN_FLIGHT = 5
-DeliveryCallback = Callable[[Any, Any], Any]
-Headers = Sequence[tuple[str, Any]] | Mapping[str, Any] | None
-
-
-class _Pending:
-    """A record waiting for its topic's first metadata (the partition may be -1: not chosen yet)."""
-
-    __slots__ = ("callback", "created", "item", "key", "partition", "size")
-
-    def __init__(self, partition: int, item: Any, size: int, callback: DeliveryCallback | None,
-                 key: bytes | None, created: float) -> None:  # fmt: skip
-        self.partition = partition
-        self.item = item
-        self.size = size
-        self.callback = callback
-        self.key = key
-        self.created = created
 
 
 class Producer:
@@ -153,7 +147,6 @@ class Producer:
         self._error_cb: Callable[[KafkaError], Any] | None = cfg["error_cb"]
         message_max = int(cfg["message.max.bytes"])
         self._max_record = message_max - BATCH_HEADER
-        self._missing_for = cfg.seconds("retry.backoff.max.ms")
         self._max_block = cfg.seconds("max.block.ms")
 
         self._events = threading.Condition()  # guards the report queue; notified on every completion
@@ -162,10 +155,6 @@ class Producer:
         )
         self._report_records = 0
         self._errors: collections.deque[KafkaError] = collections.deque()
-        self._pending: dict[str, list[_Pending]] = {}
-        self._pending_lock = threading.Lock()
-        self._pending_count = 0
-        self._missing: dict[str, tuple[float, KafkaError]] = {}
         self._closed = False
         self._fatal: KafkaError | None = None
 
@@ -187,6 +176,8 @@ class Producer:
             partitioner=self._partitioner,
         )
         self._states = self._acc.topics  # read without a lock by produce(): a dict lookup is atomic
+        self._pending = PendingRecords(self._acc, self._cluster, self._choose, max_block=self._max_block,
+                                       missing_for=cfg.seconds("retry.backoff.max.ms"))  # fmt: skip
         self._sender = Sender(cfg, self._cluster, self._acc, self, idempotent, acks, self._txn)
         self._sender.on_fatal = self._set_fatal
         self._acc.wakeup = self._sender.wake.set
@@ -242,7 +233,7 @@ class Producer:
             raise TypeError(f"topic must be a non-empty str, not {topic!r}")
         if not isinstance(partition, int):
             raise TypeError(f"partition must be an int, not {type(partition).__name__}")
-        header_list = _headers(headers)
+        header_list = header_pairs(headers)
         message: Message | None = None
         if self._interceptors:
             message = Message(
@@ -251,16 +242,16 @@ class Producer:
             message = self._on_send(message)
             topic, partition = message.topic() or topic, message.partition()
             key, value, header_list = message.key(), message.value(), message.headers()
-            header_list = _headers(header_list)
+            header_list = header_pairs(header_list)
         try:
             if self._key_serializer is not None and key is not None:
-                key = _serialized(self._key_serializer, key, "key")
+                key = serialized(self._key_serializer, key, "key")
             if self._value_serializer is not None and value is not None:
-                value = _serialized(self._value_serializer, value, "value")
+                value = serialized(self._value_serializer, value, "value")
             if value is not None and value.__class__ is not bytes:
-                value = _to_bytes(value, "value")
+                value = to_bytes(value, "value")
             if key is not None and key.__class__ is not bytes:
-                key = _to_bytes(key, "key")
+                key = to_bytes(key, "key")
             size = (
                 RECORD_OVERHEAD
                 + (len(key) if key is not None else 0)
@@ -277,11 +268,12 @@ class Producer:
                 raise KafkaException(self._too_large(size))
             state = self._states.get(topic)
             if state is None:
-                state = self._wait_or_pend(topic, partition, item, size, callback, key)
+                state = self._pending.state_or_wait(topic, partition, item, size, callback, key)
                 if state is None:
+                    self._sender.request_metadata()
                     return  # waiting for metadata
             if partition >= state.n:
-                raise KafkaException(self._unknown_partition(topic, partition, state.n))
+                raise KafkaException(unknown_partition(topic, partition, state.n))
             chosen = partition < 0
             if chosen:
                 partition = self._choose(state, key)
@@ -301,35 +293,6 @@ class Producer:
         if key is not None and state.hashed:
             return int(partition_for_key(key, state.n))
         return int(self._partitioner.partition(state.name, key, state.n))
-
-    def _wait_or_pend(
-        self, topic: str, partition: int, item: Any, size: int, callback: DeliveryCallback | None,
-        key: bytes | None,
-    ) -> TopicState | None:  # fmt: skip
-        """The topic's state if its metadata is known now; else the record waits (None)."""
-        missing = self._missing.get(topic)
-        if missing is not None:
-            if time.monotonic() - missing[0] < self._missing_for:
-                raise KafkaException(missing[1])
-            del self._missing[topic]
-        meta = self._cluster.topics.get(topic)
-        if meta is not None and not meta.error and meta.partitions:
-            with self._pending_lock:
-                if topic not in self._pending:
-                    return self._acc.topic_state(topic, len(meta.partitions))
-        self._acc.reserve(1, size)
-        with self._pending_lock:
-            state = self._states.get(topic)
-            if state is None:
-                self._pending.setdefault(topic, []).append(
-                    _Pending(partition, item, size, callback, key, time.monotonic())
-                )
-                self._pending_count += 1
-        if state is None:
-            self._sender.request_metadata()
-            return None
-        self._acc.release(1, size)  # the topic became known meanwhile
-        return state
 
     def produce_batch(
         self,
@@ -369,15 +332,15 @@ class Producer:
             return count
         self._check_usable()
         state = self._states[topic]
-        lengths = _lengths(values, "value")
+        lengths = byte_lengths(values, "value")
         if keys is not None:
-            lengths += _lengths(keys, "key")
+            lengths += byte_lengths(keys, "key")
         lengths += RECORD_OVERHEAD
         largest = int(lengths.max())
         if largest > self._max_record:
             raise KafkaException(self._too_large(largest))
         if partition >= state.n:
-            raise KafkaException(self._unknown_partition(topic, partition, state.n))
+            raise KafkaException(unknown_partition(topic, partition, state.n))
         items: list[Any] = values if keys is None else list(zip(keys, values, strict=True))
         if partition >= 0 or keys is None:
             self._append_group(
@@ -406,21 +369,7 @@ class Producer:
     def _topic_now(self, topic: str) -> None:
         """Look ``topic`` up now (produce_batch), unless records already wait for it."""
         self._check_usable()
-        if topic in self._pending:
-            return
-        meta = self._cluster.topics.get(topic)
-        if meta is None or meta.error:
-            try:
-                self._cluster.refresh([topic], auto_create=self._sender.auto_create())
-            except KafkaException:
-                return  # the records wait for the sender's lookup
-            meta = self._cluster.topics.get(topic)
-        if meta is not None and meta.error == KafkaError.UNKNOWN_TOPIC_OR_PART:  # type: ignore[attr-defined]
-            raise KafkaException(KafkaError(meta.error, f"topic {topic!r} does not exist"))
-        if meta is not None and not meta.error and meta.partitions:
-            with self._pending_lock:
-                if topic not in self._pending:
-                    self._acc.topic_state(topic, len(meta.partitions))
+        self._pending.look_up(topic, self._sender.auto_create())
 
     def _append_group(self, state: TopicState, partition: int | None, items: list[Any],
                       lengths: np.ndarray[Any, Any], callback: DeliveryCallback | None, timestamp: int) -> None:  # fmt: skip
@@ -492,7 +441,7 @@ class Producer:
         first: BaseException | None = None
         served = 0
         for i, cb in pairs:
-            message = _message(batch, i, error, base_offset, append_time)
+            message = delivery_message(batch, i, error, base_offset, append_time)
             try:
                 cb(error, message)
             except Exception as e:
@@ -539,7 +488,7 @@ class Producer:
     ) -> None:
         if self._interceptors:
             for i in range(len(batch.records)):
-                self._acknowledge_one(_message(batch, i, error, base_offset, append_time), error)
+                self._acknowledge_one(delivery_message(batch, i, error, base_offset, append_time), error)
         wanted = (
             batch.callback is not None or batch.callbacks is not None or self._default_callback is not None
         )
@@ -558,27 +507,19 @@ class Producer:
             self._events.notify_all()
 
     def pending_topics(self) -> set[str]:
-        return set(self._pending)
+        return self._pending.topics()
 
     def fail_pending(self, error: KafkaError) -> None:
         """Fail every record waiting for its topic's metadata with ``error`` (the sender's thread,
         when a transaction is aborted). O(such records)."""
-        with self._pending_lock:
-            pending, self._pending = self._pending, {}
-            self._pending_count = 0
         now = time.monotonic()
-        for topic, records in pending.items():
+        for topic, records in self._pending.take_all().items():
             for record in records:
                 self._fail_record(topic, record, error, now)
 
-    def _fail_record(self, topic: str, record: _Pending, error: KafkaError, now: float) -> None:
-        batch = ProducerBatch(topic, record.partition, now, int(time.time() * 1000))
-        batch.records.append(record.item)
-        batch.size += record.size
-        if record.callback is not None:
-            batch.callbacks = [(0, record.callback)]
+    def _fail_record(self, topic: str, record: PendingRecord, error: KafkaError, now: float) -> None:
         try:
-            self.delivered(batch, error, -1, -1)
+            self.delivered(record.as_batch(topic, now), error, -1, -1)
         finally:
             self._acc.release(1, record.size)
 
@@ -587,55 +528,7 @@ class Producer:
         if not self._pending:
             return
         now = time.monotonic()
-        failed: list[tuple[str, _Pending, KafkaError]] = []
-        with self._pending_lock:
-            for topic in list(self._pending):
-                meta = self._cluster.topics.get(topic)
-                waiting = self._pending[topic]
-                if meta is not None and not meta.error and meta.partitions:
-                    del self._pending[topic]
-                    self._pending_count -= len(waiting)
-                    state = TopicState(topic, len(meta.partitions), self._partitioner)
-                    for record in waiting:
-                        if record.partition >= state.n:
-                            failed.append(
-                                (topic, record, self._unknown_partition(topic, record.partition, state.n))
-                            )
-                            continue
-                        chosen = record.partition < 0
-                        p = self._choose(state, record.key) if chosen else record.partition
-                        self._acc.append_reserved(state, p, record.item, record.size, record.callback,
-                                                  record.key, chosen)  # fmt: skip
-                    with self._acc.lock:
-                        known = self._acc.topics.get(topic)
-                        if known is None:
-                            self._acc.topics[topic] = state
-                    continue
-                if meta is not None and meta.error == KafkaError.UNKNOWN_TOPIC_OR_PART:  # type: ignore[attr-defined]
-                    error = KafkaError(
-                        meta.error,
-                        f"topic {topic!r} does not exist (and the broker does not create it: "
-                        "auto.create.topics.enable=false)",
-                    )
-                    self._missing[topic] = (now, error)
-                    del self._pending[topic]
-                    self._pending_count -= len(waiting)
-                    failed.extend((topic, record, error) for record in waiting)
-                    continue
-                late = [r for r in waiting if now - r.created >= self._max_block]
-                if late:
-                    error = local(
-                        "_MSG_TIMED_OUT",
-                        f"no metadata for topic {topic!r} within max.block.ms={self._max_block * 1000:.0f}"
-                        + (f" (topic error {KafkaError(meta.error).name()})" if meta is not None else
-                           " (no broker answered)"),
-                    )  # fmt: skip
-                    self._pending[topic] = [r for r in waiting if now - r.created < self._max_block]
-                    if not self._pending[topic]:
-                        del self._pending[topic]
-                    self._pending_count -= len(late)
-                    failed.extend((topic, record, error) for record in late)
-        for topic, record, error in failed:
+        for topic, record, error in self._pending.metadata_updated(now):
             if self._txn is not None:
                 self._txn.batch_failed(error)
             self._fail_record(topic, record, error, now)
@@ -666,10 +559,6 @@ class Producer:
             f"a record of ~{size + BATCH_HEADER} bytes (with its batch header) is larger than "
             f"message.max.bytes={self._max_record + BATCH_HEADER}",
         )
-
-    @staticmethod
-    def _unknown_partition(topic: str, partition: int, n: int) -> KafkaError:
-        return local("_UNKNOWN_PARTITION", f"topic {topic!r} has partitions 0..{n - 1}, not {partition}")
 
     # -- interceptors ------------------------------------------------------------------
 
@@ -849,20 +738,18 @@ class Producer:
 
     # -- the rest of confluent's surface ---------------------------------------------
 
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The cluster's brokers and topics (all, or ``topic``) as confluent's ``ClusterMetadata``
         (``logstore.client.admin``'s); a named topic is created if the broker allows it, as
         librdkafka's producer does. Refreshes this producer's metadata too; bounded by
         ``request.timeout.ms`` (``timeout`` seconds, when shorter)."""
-        from logstore.client import admin  # the metadata classes live with the AdminClient
-
         limit = None if timeout is None or timeout < 0 else float(timeout)
         # As librdkafka's producer: naming a topic may create it (allow.auto.create.topics, on for producers).
         create = topic is not None and self._sender.auto_create()
         response = self._cluster.refresh(
             None if topic is None else [topic], auto_create=create, timeout=limit
         )
-        return admin.cluster_metadata(response)
+        return cluster_metadata(response)
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         """Fail every record still queued (not yet sent) with ``_PURGE_QUEUE``; records in flight
@@ -900,12 +787,7 @@ class Producer:
         self._sender.stop(force=True)
         self._sender.join(30)
         self._acc.closing = True
-        with self._pending_lock:
-            pending = self._pending
-            self._pending = {}
-        for records in pending.values():
-            for record in records:
-                self._acc.release(1, record.size)
+        self._pending.release_all()
         self._cluster.close()
         self.poll(0)
         return left
@@ -993,80 +875,3 @@ def _group_metadata(value: Any) -> ConsumerGroupMetadata:
         "group_metadata must be Consumer.consumer_group_metadata()'s value (or a group id), "
         f"not {type(value).__name__}"
     )
-
-
-def _to_bytes(value: Any, what: str) -> bytes:
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, bytes):
-        return bytes(value)
-    raise TypeError(
-        f"{what} must be bytes or str (or configure {what}.serializer), not {type(value).__name__}"
-    )
-
-
-def _len_or_zero(value: bytes | None) -> int:
-    return 0 if value is None else len(value)
-
-
-def _lengths(items: list[Any], what: str) -> np.ndarray[Any, np.dtype[np.int64]]:
-    """The byte lengths of ``items`` (None: 0), converting str and other buffers to bytes
-    in place. All bytes: two passes in C (``map(type)``, ``map(len)``)."""
-    kinds = set(map(type, items))
-    if kinds == {bytes}:
-        return np.fromiter(map(len, items), dtype=np.int64, count=len(items))
-    if kinds - {bytes, type(None)}:
-        items[:] = [v if v is None or v.__class__ is bytes else _to_bytes(v, what) for v in items]
-    return np.fromiter(map(_len_or_zero, items), dtype=np.int64, count=len(items))
-
-
-def _serialized(serializer: Callable[[Any], Any], obj: Any, what: str) -> bytes | None:
-    try:
-        out = serializer(obj)
-    except Exception as e:
-        raise KafkaException(local("_INVALID_ARG", f"{what}.serializer failed: {e!r}")) from e
-    if out is None or out.__class__ is bytes:
-        return out
-    return _to_bytes(out, what)
-
-
-def _headers(headers: Headers) -> list[tuple[str, bytes | None]] | None:
-    if headers is None:
-        return None
-    pairs = headers.items() if isinstance(headers, Mapping) else headers
-    out = []
-    for pair in pairs:
-        try:
-            name, data = pair
-        except (TypeError, ValueError):
-            raise TypeError(f"headers must be (str, bytes|str|None) pairs or a dict, not {pair!r}") from None
-        if not isinstance(name, str):
-            raise TypeError(f"a header name must be a str, not {type(name).__name__}")
-        if data is not None and data.__class__ is not bytes:
-            data = _to_bytes(data, f"header {name!r}")
-        out.append((name, data))
-    return out
-
-
-def _message(
-    batch: ProducerBatch, index: int, error: KafkaError | None, base_offset: int, append_time: int
-) -> Message:
-    item = batch.records[index]
-    headers = None
-    stamp = batch.timestamp
-    if item is None or item.__class__ is bytes:
-        key, value = None, item
-    elif item.__class__ is tuple:
-        key, value = item
-    else:
-        key, value = item.key, item.value
-        headers = list(item.headers) or None
-        if item.timestamp is not None:
-            stamp = item.timestamp
-    timestamp = (
-        (TIMESTAMP_LOG_APPEND_TIME, append_time) if append_time >= 0 else (TIMESTAMP_CREATE_TIME, stamp)
-    )
-    offset = base_offset + index if base_offset >= 0 else -1
-    return Message(batch.topic, batch.partition, offset, key, value, timestamp, headers, error)

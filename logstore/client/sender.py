@@ -29,12 +29,13 @@ is sent); when its last batch in flight settles, the batches to retry go back
 to the head of its deque, oldest first. A batch keeps its encoded bytes, so a
 retry carries the same producer id, epoch and sequence.
 
-Idempotence (:class:`IdempotenceState`, Kafka's ``TransactionManager`` for a
-non-transactional producer): each batch gets the producer id and epoch and its
-partition's next sequence when first drained (sequences count records and wrap
-at 2**31). DUPLICATE_SEQUENCE_NUMBER is a success (offset unknown: -1).
-OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the partition's oldest
-unacknowledged one means an older batch failed too: it is retried in order.
+Idempotence (:class:`~logstore.client.idempotence.IdempotenceState`, Kafka's
+``TransactionManager`` for a non-transactional producer): each batch gets the
+producer id and epoch and its partition's next sequence when first drained
+(sequences count records and wrap at 2**31). DUPLICATE_SEQUENCE_NUMBER is a
+success (offset unknown: -1). OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is
+not the partition's oldest unacknowledged one means an older batch failed too:
+it is retried in order.
 This producer handles the unrecoverable cases as Kafka 2.5+'s idempotent
 producer does (KIP-360), by a *sequence reset* rather than a fatal error:
 OUT_OF_ORDER_SEQUENCE_NUMBER for the oldest batch, UNKNOWN_PRODUCER_ID, or a
@@ -73,20 +74,18 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from logstore.client.accumulator import ProducerBatch, RecordAccumulator
 from logstore.client.cluster import Cluster
 from logstore.client.config import ClientConfig
 from logstore.client.errors import KafkaError, KafkaException, local
+from logstore.client.idempotence import IdempotenceState
+from logstore.client.transactions import TransactionManager
 from logstore.records import build_batch
-
-if TYPE_CHECKING:
-    from logstore.client.transactions import TransactionManager
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
-SEQUENCE_MOD = 2**31
 
 _log = logging.getLogger("logstore.client.producer")
 
@@ -119,59 +118,6 @@ class Reporter(Protocol):
 
     def fail_pending(self, error: KafkaError) -> None:
         """Fail every record waiting for its topic's metadata (a transaction is aborted)."""
-
-
-class IdempotenceState:
-    """Producer id, epoch and per-partition sequences of an idempotent producer.
-
-    ``next_sequence[tp]`` is the sequence the next new batch of ``tp`` gets;
-    ``acked[tp]`` the sequence after the last acknowledged batch (the oldest
-    unacknowledged batch starts there). Touched by the sender thread only.
-    """
-
-    def __init__(self) -> None:
-        self.producer_id = -1
-        self.epoch = -1
-        self.next_sequence: dict[tuple[str, int], int] = {}
-        self.acked: dict[tuple[str, int], int] = {}
-        self.reset_needed = False
-
-    @property
-    def ready(self) -> bool:
-        return self.producer_id >= 0 and not self.reset_needed
-
-    def assign(self, batch: ProducerBatch) -> None:
-        """Stamp a batch drained for the first time with the id, epoch and next sequence. O(1)."""
-        tp = (batch.topic, batch.partition)
-        sequence = self.next_sequence.get(tp, 0)
-        batch.producer_id = self.producer_id
-        batch.producer_epoch = self.epoch
-        batch.base_sequence = sequence
-        self.next_sequence[tp] = (sequence + len(batch.records)) % SEQUENCE_MOD
-
-    def acknowledged(self, batch: ProducerBatch) -> None:
-        if batch.producer_id == self.producer_id and batch.base_sequence >= 0:
-            tp = (batch.topic, batch.partition)
-            self.acked[tp] = (batch.base_sequence + len(batch.records)) % SEQUENCE_MOD
-
-    def is_oldest(self, batch: ProducerBatch) -> bool:
-        """Whether ``batch`` is its partition's oldest unacknowledged batch."""
-        return batch.base_sequence == self.acked.get((batch.topic, batch.partition), 0)
-
-    def restart(self, producer_id: int, epoch: int, queued: list[ProducerBatch]) -> None:
-        """A new producer id: every partition starts at sequence 0; ``queued`` (head
-        first per partition) are re-stamped and re-encoded when next drained."""
-        self.producer_id = producer_id
-        self.epoch = epoch
-        self.next_sequence.clear()
-        self.acked.clear()
-        self.reset_needed = False
-        for batch in queued:
-            if batch.base_sequence >= 0:
-                batch.encoded = None
-                batch.base_sequence = -1
-                batch.producer_id = -1
-                batch.producer_epoch = -1
 
 
 class Sender(threading.Thread):

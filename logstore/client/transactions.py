@@ -61,6 +61,8 @@ What the sender does for a transaction:
   raises it. UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_ID_MAPPING are abortable,
   and the abort takes a new epoch (KIP-360) or, for the latter, a new id.
 
+The requests, and what each answer does, are :mod:`logstore.client.txn_requests`.
+
 Threads: the application's calls and the sender's turns share one lock; the
 sender alone sends, reads answers and settles results (a result's callbacks
 run on the sender thread). Complexity: each call is O(1) plus its partitions;
@@ -72,41 +74,42 @@ from __future__ import annotations
 
 import bisect
 import enum
-import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
-from logstore.client.cluster import FIND_COORDINATOR, Cluster, find_coordinator_fields
+from logstore.client.cluster import Cluster
 from logstore.client.errors import KafkaError, KafkaException, local
-from logstore.client.sender import IdempotenceState
+from logstore.client.idempotence import IdempotenceState
+from logstore.client.txn_requests import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    END_TXN,
+    FENCED,
+    INIT_PRODUCER_ID,
+    KEY_TRANSACTION,
+    NOT_COORDINATOR,
+    RETRY,
+    TP,
+    TRANSPORT,
+    TXN_OFFSET_COMMIT,
+    AddOffsets,
+    AddPartitions,
+    EndTxn,
+    FindCoordinator,
+    InitProducerId,
+    Offsets,
+    TxnRequest,
+    settle,
+)
 from logstore.client.types import ConsumerGroupMetadata
 
 _log = logging.getLogger("logstore.client.producer")
 
-INIT_PRODUCER_ID = 22
-ADD_PARTITIONS_TO_TXN = 24
-ADD_OFFSETS_TO_TXN = 25
-END_TXN = 26
-TXN_OFFSET_COMMIT = 28
-KEY_GROUP = 0
-KEY_TRANSACTION = 1
-CONCURRENT_BACKOFF_S = 0.02  # Kafka's retry of AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS
-
-TP = tuple[str, int]
-Offsets = dict[TP, tuple[int, str | None, int | None]]  # (offset, metadata, leader epoch)
-
 E = KafkaError
-NONE = 0
-_NOT_COORDINATOR = frozenset({E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE})  # type: ignore[attr-defined]
-_RETRY = frozenset({E.COORDINATOR_LOAD_IN_PROGRESS, E.CONCURRENT_TRANSACTIONS})  # type: ignore[attr-defined]
-_FENCED = frozenset({E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED})  # type: ignore[attr-defined]
-_PRODUCER_ID_LOST = frozenset({E.UNKNOWN_PRODUCER_ID, E.INVALID_PRODUCER_ID_MAPPING})  # type: ignore[attr-defined]
-_UNAUTHORIZED = frozenset({E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.CLUSTER_AUTHORIZATION_FAILED})  # type: ignore[attr-defined]
-_TRANSPORT = frozenset({E._TRANSPORT, E._TIMED_OUT, E._ALL_BROKERS_DOWN})  # type: ignore[attr-defined]
 # What makes a producer fatal when a batch fails with it (the sender's FATAL_ERRORS, plus these).
 FATAL_CODES = frozenset({E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED, E.CLUSTER_AUTHORIZATION_FAILED,  # type: ignore[attr-defined]
                          E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.TOPIC_AUTHORIZATION_FAILED,  # type: ignore[attr-defined]
@@ -183,333 +186,13 @@ class SenderOps(Protocol):
         """The queued batches (re-sequenced when the producer id or epoch changes)."""
 
 
-# -- the requests ---------------------------------------------------------------------------------
-
-_ORDER = itertools.count()
-
-
-class _Request:
-    """One transactional request: queued, in flight, or waiting to be retried.
-
-    ``result`` settles when the request (and the ones it leads to) succeeds or fails;
-    ``key_type`` names the coordinator it goes to (None: any broker).
-    """
-
-    priority: ClassVar[int] = 2
-    api_key: ClassVar[int] = -1
-    name: ClassVar[str] = "?"
-    key_type: ClassVar[int | None] = KEY_TRANSACTION
-
-    def __init__(self, result: Future[None] | None = None) -> None:
-        self.result: Future[None] = result if result is not None else Future()
-        self.retry_at = 0.0
-        self.order = (self.priority, next(_ORDER))
-
-    def coordinator_key(self, manager: TransactionManager) -> str:
-        return manager.transactional_id
-
-    def fields(self, manager: TransactionManager) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def handle(self, manager: TransactionManager, response: Any) -> None:
-        """Act on the answer (the manager's lock held, on the sender thread)."""
-        raise NotImplementedError
-
-    def dropped(self, manager: TransactionManager) -> None:
-        """The request is failed without being sent (or answered): undo what it reserved."""
-
-
-class _FindCoordinator(_Request):
-    priority = 0
-    api_key = FIND_COORDINATOR
-    name = "FindCoordinator"
-    key_type = None
-
-    def __init__(self, coordinator_type: int, key: str) -> None:
-        super().__init__()
-        self.coordinator_type = coordinator_type
-        self.key = key
-
-    def fields(self, manager: TransactionManager) -> dict[str, Any]:
-        return find_coordinator_fields(self.key, self.coordinator_type)
-
-    def handle(self, manager: TransactionManager, response: Any) -> None:
-        try:
-            node = manager.cluster.coordinator_answer(self.key, self.coordinator_type, response)
-        except KafkaException as e:
-            code = e.error.code()
-            if code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:  # type: ignore[attr-defined]
-                manager._fatal(e.error, self)
-            elif code == E.GROUP_AUTHORIZATION_FAILED:  # type: ignore[attr-defined]
-                manager._abortable(e.error, self)
-            elif e.error.retriable():
-                manager._reenqueue(self, manager.backoff)
-            else:
-                manager._fatal(e.error, self)
-            return
-        if self.coordinator_type == KEY_TRANSACTION:
-            manager._txn_node = node
-        else:
-            manager._group_nodes[self.key] = node
-        manager._settle(self.result, None)
-
-
-class _InitProducerId(_Request):
-    priority = 1
-    api_key = INIT_PRODUCER_ID
-    name = "InitProducerId"
-
-    def __init__(self, result: Future[None] | None, keep_id: bool) -> None:
-        super().__init__(result)
-        self.keep_id = keep_id  # KIP-360: the current id and epoch, for the epoch to be bumped
-
-    def fields(self, manager: TransactionManager) -> dict[str, Any]:
-        idem = manager.idempotence
-        keep = self.keep_id and idem.producer_id >= 0
-        return {
-            "transactional_id": manager.transactional_id,
-            "transaction_timeout": manager.timeout_ms,
-            "producer_id": idem.producer_id if keep else -1,
-            "producer_epoch": idem.epoch if keep else -1,
-        }
-
-    def handle(self, manager: TransactionManager, response: Any) -> None:
-        code = int(response.error_code)
-        if code == NONE:
-            manager._initialized(self, int(response.producer_id), int(response.producer_epoch))
-        elif manager._retried(self, code):
-            pass
-        else:
-            manager._fatal(_error(code, self.name), self)
-
-
-class _AddPartitions(_Request):
-    priority = 2
-    api_key = ADD_PARTITIONS_TO_TXN
-    name = "AddPartitionsToTxn"
-
-    def __init__(self, partitions: set[TP]) -> None:
-        super().__init__()
-        self.partitions = partitions
-
-    def fields(self, manager: TransactionManager) -> dict[str, Any]:
-        topics: dict[str, list[int]] = {}
-        for topic, partition in sorted(self.partitions):
-            topics.setdefault(topic, []).append(partition)
-        idem = manager.idempotence
-        return {
-            "v3_and_below_transactional_id": manager.transactional_id,
-            "v3_and_below_producer_id": idem.producer_id,
-            "v3_and_below_producer_epoch": idem.epoch,
-            "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-        }
-
-    def handle(self, manager: TransactionManager, response: Any) -> None:
-        errors = {
-            (t.name, int(p.partition_index)): int(p.partition_error_code)
-            for t in response.results_by_topic_v3_and_below
-            for p in t.results_by_partition
-        }
-        unauthorized: set[str] = set()
-        failed: dict[TP, int] = {}
-        for tp, code in sorted(errors.items()):
-            if code == NONE or code == E.OPERATION_NOT_ATTEMPTED:  # type: ignore[attr-defined]
-                continue
-            if code == E.CONCURRENT_TRANSACTIONS:  # type: ignore[attr-defined]
-                manager._reenqueue(self, min(manager.backoff, CONCURRENT_BACKOFF_S))
-                return
-            if code == E.UNKNOWN_TOPIC_OR_PART:  # type: ignore[attr-defined]
-                manager._reenqueue(self, manager.backoff)
-                return
-            if manager._retried(self, code):
-                return
-            if code in _PRODUCER_ID_LOST:
-                self.dropped(manager)
-                manager._abortable(_error(code, self.name), self, bump=True)
-                return
-            if code == E.TOPIC_AUTHORIZATION_FAILED:  # type: ignore[attr-defined]
-                unauthorized.add(tp[0])
-            elif code in _FENCED or code in _UNAUTHORIZED or code == E.INVALID_TXN_STATE:  # type: ignore[attr-defined]
-                manager._fatal(_error(code, self.name), self)
-                return
-            else:
-                failed[tp] = code
-        self.dropped(manager)
-        missing = self.partitions - errors.keys()
-        if unauthorized:
-            manager._abortable(
-                KafkaError(E.TOPIC_AUTHORIZATION_FAILED,  # type: ignore[attr-defined]
-                           f"{self.name}: not authorized to write to {', '.join(sorted(unauthorized))}"),
-                self,
-            )  # fmt: skip
-        elif failed or missing:
-            code = next(iter(failed.values())) if failed else E._BAD_MSG  # type: ignore[attr-defined]
-            what = ", ".join(f"{t}-{p}: {KafkaError(c).name()}" for (t, p), c in sorted(failed.items()))
-            if missing:
-                what += (
-                    (", " if what else "")
-                    + "unanswered: "
-                    + ", ".join(f"{t}-{p}" for t, p in sorted(missing))
-                )
-            manager._abortable(KafkaError(code, f"{self.name}: could not add partitions ({what})"), self)
-        else:
-            manager.partitions |= self.partitions
-            manager.transaction_started = True
-            manager._settle(self.result, None)
-            manager._wake()  # their batches may go
-
-    def dropped(self, manager: TransactionManager) -> None:
-        manager._pending_partitions -= self.partitions
-
-
-class _AddOffsets(_Request):
-    priority = 2
-    api_key = ADD_OFFSETS_TO_TXN
-    name = "AddOffsetsToTxn"
-
-    def __init__(self, result: Future[None], offsets: Offsets, group: ConsumerGroupMetadata) -> None:
-        super().__init__(result)
-        self.offsets = offsets
-        self.group = group
-
-    def fields(self, manager: TransactionManager) -> dict[str, Any]:
-        idem = manager.idempotence
-        return {
-            "transactional_id": manager.transactional_id,
-            "producer_id": idem.producer_id,
-            "producer_epoch": idem.epoch,
-            "group_id": self.group.group_id,
-        }
-
-    def handle(self, manager: TransactionManager, response: Any) -> None:
-        code = int(response.error_code)
-        if code == NONE:
-            manager.transaction_started = True
-            manager._enqueue(_TxnOffsetCommit(self.result, self.offsets, self.group))
-        elif manager._retried(self, code):
-            pass
-        elif code in _PRODUCER_ID_LOST:
-            manager._abortable(_error(code, self.name), self, bump=True)
-        elif code == E.GROUP_AUTHORIZATION_FAILED:  # type: ignore[attr-defined]
-            manager._abortable(_error(code, f"{self.name} (group {self.group.group_id!r})"), self)
-        else:
-            manager._fatal(_error(code, self.name), self)
-
-
-class _TxnOffsetCommit(_Request):
-    priority = 2
-    api_key = TXN_OFFSET_COMMIT
-    name = "TxnOffsetCommit"
-    key_type = KEY_GROUP
-
-    def __init__(self, result: Future[None], offsets: Offsets, group: ConsumerGroupMetadata) -> None:
-        super().__init__(result)
-        self.offsets = dict(offsets)  # those not yet committed
-        self.group = group
-
-    def coordinator_key(self, manager: TransactionManager) -> str:
-        return self.group.group_id
-
-    def fields(self, manager: TransactionManager) -> dict[str, Any]:
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for (topic, partition), (offset, metadata, epoch) in sorted(self.offsets.items()):
-            topics.setdefault(topic, []).append({
-                "partition_index": partition,
-                "committed_offset": offset,
-                "committed_leader_epoch": -1 if epoch is None else epoch,
-                "committed_metadata": metadata,
-            })  # fmt: skip
-        idem = manager.idempotence
-        group = self.group
-        return {
-            "transactional_id": manager.transactional_id,
-            "group_id": group.group_id,
-            "producer_id": idem.producer_id,
-            "producer_epoch": idem.epoch,
-            "generation_id": group.generation_id,
-            "member_id": group.member_id,
-            "group_instance_id": group.group_instance_id,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-        }
-
-    def handle(self, manager: TransactionManager, response: Any) -> None:
-        retry = lost = False
-        where = f"{self.name} (group {self.group.group_id!r})"
-        for topic in response.topics:
-            for p in topic.partitions:
-                code = int(p.error_code)
-                if code == NONE:
-                    self.offsets.pop((topic.name, int(p.partition_index)), None)
-                elif code in _NOT_COORDINATOR or code == E.REQUEST_TIMED_OUT:  # type: ignore[attr-defined]
-                    retry = lost = True
-                elif code in (E.UNKNOWN_TOPIC_OR_PART, E.COORDINATOR_LOAD_IN_PROGRESS):  # type: ignore[attr-defined]
-                    retry = True
-                elif code in (E.GROUP_AUTHORIZATION_FAILED, E.FENCED_INSTANCE_ID):  # type: ignore[attr-defined]
-                    manager._abortable(_error(code, where), self)
-                    return
-                elif code in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION):  # type: ignore[attr-defined]
-                    reason = (f"{where}: {KafkaError(code).name()}: the consumer's group generation or member "
-                              "is stale (the group rebalanced): the offsets cannot be committed")  # fmt: skip
-                    manager._abortable(KafkaError(code, reason), self)
-                    return
-                elif code in _PRODUCER_ID_LOST:
-                    manager._abortable(_error(code, where), self, bump=True)
-                    return
-                else:  # fenced, unauthorized, unexpected
-                    manager._fatal(_error(code, where), self)
-                    return
-        if lost:
-            manager._coordinator_lost(self)
-        if retry or self.offsets:
-            manager._reenqueue(self, manager.backoff)
-        else:
-            manager._settle(self.result, None)
-
-
-class _EndTxn(_Request):
-    priority = 3
-    api_key = END_TXN
-    name = "EndTxn"
-
-    def __init__(self, result: Future[None], commit: bool) -> None:
-        super().__init__(result)
-        self.commit = commit
-
-    def fields(self, manager: TransactionManager) -> dict[str, Any]:
-        idem = manager.idempotence
-        return {
-            "transactional_id": manager.transactional_id,
-            "producer_id": idem.producer_id,
-            "producer_epoch": idem.epoch,
-            "committed": self.commit,
-        }
-
-    def handle(self, manager: TransactionManager, response: Any) -> None:
-        code = int(response.error_code)
-        if code == NONE:
-            manager._completed(self)
-        elif manager._retried(self, code):
-            pass
-        elif code in _PRODUCER_ID_LOST:
-            if self.commit:
-                manager._abortable(_error(code, self.name), self, bump=True)
-            else:  # the coordinator has no transaction of ours to abort: take a new epoch, or id
-                manager._completed(self, reinit=True, keep_id=code == E.UNKNOWN_PRODUCER_ID)  # type: ignore[attr-defined]
-        else:
-            manager._fatal(_error(code, self.name), self)
-
-
-def _error(code: int, where: str) -> KafkaError:
-    return KafkaError(code, f"{where}: {KafkaError(code).name()}: {KafkaError(code).str()}")
-
-
 # -- the manager ------------------------------------------------------------------------------------
 
 
 class TransactionManager:
     """The transactional state of one producer, and its requests (see the module docstring).
 
-    Invariants: ``partitions`` (in the open transaction), ``_pending_partitions`` (in an
+    Invariants: ``partitions`` (in the open transaction), ``pending_partitions`` (in an
     AddPartitionsToTxn queued or in flight) and ``_new_partitions`` (to be asked for) are
     disjoint, and all empty outside IN_TRANSACTION / COMMITTING_TRANSACTION /
     ABORTING_TRANSACTION / ABORTABLE_ERROR; at most one request is in flight;
@@ -533,17 +216,17 @@ class TransactionManager:
         self.on_state: Callable[[TxnState], None] = on_state or (lambda state: None)
         self.idempotence = IdempotenceState()  # the producer id, epoch and sequences (the sender's too)
         self._ops: SenderOps | None = None
-        self._wake: Callable[[], None] = lambda: None
+        self._wake_sender: Callable[[], None] = lambda: None
         self._lock = threading.RLock()
         self.state = TxnState.UNINITIALIZED
         self.last_error: KafkaError | None = None
         self.partitions: set[TP] = set()
-        self._pending_partitions: set[TP] = set()
+        self.pending_partitions: set[TP] = set()
         self._new_partitions: set[TP] = set()
         self.transaction_started = False  # a partition or offsets were added (else no EndTxn)
         self.bump_required = False  # the abort must end with InitProducerId (KIP-360)
-        self._queue: list[_Request] = []  # sorted by order
-        self._in_flight: tuple[_Request, Future[Any]] | None = None
+        self._queue: list[TxnRequest] = []  # sorted by order
+        self._in_flight: tuple[TxnRequest, Future[Any]] | None = None
         self._txn_node: int | None = None
         self._group_nodes: dict[str, int] = {}
         self._operation: tuple[str, Future[None]] | None = None  # init/commit/abort under way
@@ -551,7 +234,11 @@ class TransactionManager:
     def bind(self, ops: SenderOps, wake: Callable[[], None]) -> None:
         """Attach the sender: its operations on batches, and its wake-up (an event's ``set``)."""
         self._ops = ops
-        self._wake = wake
+        self._wake_sender = wake
+
+    def wake(self) -> None:
+        """Wake the sender: its next turn sends what is due."""
+        self._wake_sender()
 
     # -- the application's calls ----------------------------------------------------------------
 
@@ -574,9 +261,9 @@ class TransactionManager:
                 )
             self._transition(S.INITIALIZING)
             result: Future[None] = Future()
-            self._enqueue(_InitProducerId(result, keep_id=False))
+            self.enqueue(InitProducerId(result, keep_id=False))
             self._operation = ("init_transactions", result)
-        self._wake()
+        self.wake()
         return result
 
     def begin(self) -> None:
@@ -610,9 +297,9 @@ class TransactionManager:
                 raise self._state_error("commit_transaction")
             self._transition(S.COMMITTING_TRANSACTION)
             result: Future[None] = Future()
-            self._enqueue(_EndTxn(result, commit=True))
+            self.enqueue(EndTxn(result, commit=True))
             self._operation = ("commit_transaction", result)
-        self._wake()
+        self.wake()
         return result
 
     def begin_abort(self) -> Future[None]:
@@ -634,15 +321,15 @@ class TransactionManager:
                 raise self._state_error("abort_transaction")
             self._transition(S.ABORTING_TRANSACTION)
             cause = local("_PURGE_QUEUE", "the transaction was aborted before this request was sent")
-            for request in [r for r in self._queue if not isinstance(r, _FindCoordinator)]:
+            for request in [r for r in self._queue if not isinstance(r, FindCoordinator)]:
                 self._queue.remove(request)
                 request.dropped(self)
-                self._settle(request.result, cause)
+                settle(request.result, cause)
             self._new_partitions.clear()
             result: Future[None] = Future()
-            self._enqueue(_EndTxn(result, commit=False))
+            self.enqueue(EndTxn(result, commit=False))
             self._operation = ("abort_transaction", result)
-        self._wake()
+        self.wake()
         return result
 
     def send_offsets(self, offsets: Offsets, group: ConsumerGroupMetadata) -> Future[None]:
@@ -662,8 +349,8 @@ class TransactionManager:
             if not offsets:
                 result.set_result(None)
                 return result
-            self._enqueue(_AddOffsets(result, dict(offsets), group))
-        self._wake()
+            self.enqueue(AddOffsets(result, dict(offsets), group))
+        self.wake()
         return result
 
     def check_produce(self) -> None:
@@ -698,7 +385,7 @@ class TransactionManager:
         if held:
             with self._lock:
                 if self.state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
-                    pending = self._pending_partitions
+                    pending = self.pending_partitions
                     self._new_partitions.update(tp for tp in held if tp not in pending)
         return held
 
@@ -725,13 +412,7 @@ class TransactionManager:
             return
         with self._lock:
             if self.state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR):
-                self._abortable(error, None)
-
-    def fatal(self, error: KafkaError) -> None:
-        """The producer failed fatally (the sender's report): FATAL_ERROR, every request failed."""
-        with self._lock:
-            if self.state is not S.FATAL_ERROR:
-                self._fatal(error, None)
+                self.abortable(error, None)
 
     def idle(self) -> bool:
         """Nothing queued or in flight (for tests)."""
@@ -749,32 +430,32 @@ class TransactionManager:
                     self._terminate_queued()
                 if self._new_partitions and self.state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
                     new, self._new_partitions = self._new_partitions, set()
-                    self._pending_partitions |= new
-                    self._enqueue(_AddPartitions(new))
+                    self.pending_partitions |= new
+                    self.enqueue(AddPartitions(new))
                 if not self._queue:
                     return float("inf")
                 request = self._queue[0]
                 if request.retry_at > now:
                     return request.retry_at - now
-                if isinstance(request, _EndTxn) and ops.incomplete():
+                if isinstance(request, EndTxn) and ops.incomplete():
                     return self.backoff  # every batch first (an answer wakes the sender sooner)
                 self._queue.pop(0)
-                if isinstance(request, _EndTxn) and not self.transaction_started:
-                    self._completed(request)  # nothing reached the coordinator: no EndTxn
+                if isinstance(request, EndTxn) and not self.transaction_started:
+                    self.completed(request)  # nothing reached the coordinator: no EndTxn
                     continue
                 node: int | None = None
                 if request.key_type is not None:
                     node = self._coordinator_node(request)
                     if node is None:  # a FindCoordinator now heads the queue
-                        self._enqueue(request)
+                        self.enqueue(request)
                         continue
                 fields = request.fields(self)
             future = self.cluster.send(node, request.api_key, fields)
             self._in_flight = (request, future)
-            future.add_done_callback(lambda _: self._wake())
+            future.add_done_callback(lambda _: self.wake())
             return float("inf")
 
-    def _answered(self, request: _Request, future: Future[Any]) -> None:
+    def _answered(self, request: TxnRequest, future: Future[Any]) -> None:
         try:
             response = future.result()
         except KafkaException as e:
@@ -789,35 +470,35 @@ class TransactionManager:
                     _log.exception(
                         "transactional id %r: %s answer not understood", self.transactional_id, request.name
                     )
-                    self._fatal(local("_BAD_MSG", f"{request.name}: cannot read the answer: {e!r}"), request)
+                    self.fatal(local("_BAD_MSG", f"{request.name}: cannot read the answer: {e!r}"), request)
             return
         with self._lock:
             code = error.code()
             if code == E._DESTROY:  # type: ignore[attr-defined]
                 request.dropped(self)
-                self._settle(request.result, error)
-            elif code in _TRANSPORT or error.retriable():
+                settle(request.result, error)
+            elif code in TRANSPORT or error.retriable():
                 _log.info("transactional id %r: %s failed (%s); retrying", self.transactional_id, request.name,
                           error.str())  # fmt: skip
                 if request.key_type is not None:
-                    self._coordinator_lost(request)
-                self._reenqueue(request, self.backoff)
+                    self.coordinator_lost(request)
+                self.retry_later(request, self.backoff)
             else:
-                self._fatal(KafkaError(code, f"{request.name}: {error.str()}"), request)
+                self.fatal(KafkaError(code, f"{request.name}: {error.str()}"), request)
 
-    def _retried(self, request: _Request, code: int) -> bool:
+    def retried(self, request: TxnRequest, code: int) -> bool:
         """The answers every coordinator request retries: coordinator moved (looked up again),
         loading, or busy with another request of the id. True if ``code`` was one."""
-        if code in _NOT_COORDINATOR:
-            self._coordinator_lost(request)
-            self._reenqueue(request, 0.0)
+        if code in NOT_COORDINATOR:
+            self.coordinator_lost(request)
+            self.retry_later(request, 0.0)
             return True
-        if code in _RETRY:
-            self._reenqueue(request, self.backoff)
+        if code in RETRY:
+            self.retry_later(request, self.backoff)
             return True
         return False
 
-    def _coordinator_node(self, request: _Request) -> int | None:
+    def _coordinator_node(self, request: TxnRequest) -> int | None:
         key = request.coordinator_key(self)
         node = self._txn_node if request.key_type == KEY_TRANSACTION else self._group_nodes.get(key)
         if node is None:
@@ -827,14 +508,21 @@ class TransactionManager:
 
     def _lookup(self, key_type: int, key: str) -> None:
         for queued in self._queue:
-            if isinstance(queued, _FindCoordinator) and (queued.coordinator_type, queued.key) == (
+            if isinstance(queued, FindCoordinator) and (queued.coordinator_type, queued.key) == (
                 key_type,
                 key,
             ):
                 return
-        self._enqueue(_FindCoordinator(key_type, key))
+        self.enqueue(FindCoordinator(key_type, key))
 
-    def _coordinator_lost(self, request: _Request) -> None:
+    def coordinator_found(self, key_type: int, key: str, node: int) -> None:
+        """FindCoordinator answered: ``node`` is the coordinator of ``key``."""
+        if key_type == KEY_TRANSACTION:
+            self._txn_node = node
+        else:
+            self._group_nodes[key] = node
+
+    def coordinator_lost(self, request: TxnRequest) -> None:
         key = request.coordinator_key(self)
         if request.key_type == KEY_TRANSACTION:
             self._txn_node = None
@@ -843,52 +531,52 @@ class TransactionManager:
         assert request.key_type is not None
         self.cluster.forget_coordinator(key, request.key_type)
 
-    def _enqueue(self, request: _Request) -> None:
+    def enqueue(self, request: TxnRequest) -> None:
         bisect.insort(self._queue, request, key=lambda r: r.order)
 
-    def _reenqueue(self, request: _Request, delay: float) -> None:
+    def retry_later(self, request: TxnRequest, delay: float) -> None:
         request.retry_at = time.monotonic() + delay if delay > 0 else 0.0
-        self._enqueue(request)
+        self.enqueue(request)
 
     def _terminate_queued(self) -> None:
         """In an error state only FindCoordinator goes on; every other request fails with it."""
         error = self._last()
-        for request in [r for r in self._queue if not isinstance(r, _FindCoordinator)]:
+        for request in [r for r in self._queue if not isinstance(r, FindCoordinator)]:
             self._queue.remove(request)
             request.dropped(self)
-            self._settle(request.result, error)
+            settle(request.result, error)
 
     # -- outcomes ---------------------------------------------------------------------------------
 
-    def _initialized(self, request: _Request, producer_id: int, epoch: int) -> None:
+    def initialized(self, request: TxnRequest, producer_id: int, epoch: int) -> None:
         assert self._ops is not None
         self.idempotence.restart(producer_id, epoch, self._ops.queued())
         self.bump_required = False
         self._transition(S.READY)
         _log.info("transactional id %r: producer id %d, epoch %d", self.transactional_id, producer_id, epoch)
-        self._settle(request.result, None)
+        settle(request.result, None)
 
-    def _completed(self, request: _EndTxn, *, reinit: bool = False, keep_id: bool = True) -> None:
+    def completed(self, request: EndTxn, *, reinit: bool = False, keep_id: bool = True) -> None:
         """The transaction ended (EndTxn answered, or nothing to end): READY, or INITIALIZING for
         a new epoch (``reinit``, or a bump the abort needs) with the same result."""
         self.partitions.clear()
-        self._pending_partitions.clear()
+        self.pending_partitions.clear()
         self._new_partitions.clear()
         self.transaction_started = False
         bump = not request.commit and (self.bump_required or self.idempotence.reset_needed)
         if reinit or bump:
             self._transition(S.INITIALIZING)
-            self._enqueue(_InitProducerId(request.result, keep_id=keep_id))
+            self.enqueue(InitProducerId(request.result, keep_id=keep_id))
             return
         self._transition(S.READY)
-        self._settle(request.result, None)
+        settle(request.result, None)
 
-    def _abortable(self, error: KafkaError, request: _Request | None, *, bump: bool = False) -> None:
+    def abortable(self, error: KafkaError, request: TxnRequest | None, *, bump: bool = False) -> None:
         """The transaction cannot commit: ABORTABLE_ERROR (the first error is kept); ``request``'s
         result fails. While aborting, only the result fails."""
         if self.state is S.FATAL_ERROR:
             if request is not None:
-                self._settle(request.result, self._last())
+                settle(request.result, self._last())
             return
         if bump:
             self.bump_required = True
@@ -907,48 +595,41 @@ class TransactionManager:
                 _log.warning("transactional id %r: %s in state %s", self.transactional_id, failure.str(),
                              self.state.name)  # fmt: skip
         if request is not None:
-            self._settle(request.result, failure)
+            settle(request.result, failure)
 
-    def _fatal(self, error: KafkaError, request: _Request | None) -> None:
+    def fatal(self, error: KafkaError, request: TxnRequest | None = None) -> None:
         """FATAL_ERROR: ``request``, every queued request and the call under way fail with the
-        error (``fatal()`` True); the sender fails every record."""
-        if self.state is S.FATAL_ERROR:
+        error (``fatal()`` True); the sender fails every record. The sender reports a fatal
+        error of the producer here too (no request). Takes the lock."""
+        with self._lock:
+            if self.state is S.FATAL_ERROR:
+                if request is not None:
+                    settle(request.result, self._last())
+                return
+            code = error.code()
+            if code in FENCED:
+                code = E.PRODUCER_FENCED  # type: ignore[attr-defined]
+                reason = (f"{error.str()}: producer fenced: another producer with transactional.id "
+                          f"{self.transactional_id!r} started (or the transaction timed out)")  # fmt: skip
+            else:
+                reason = error.str()
+            fatal = error if error.fatal() and code == error.code() else KafkaError(
+                code, f"{reason}; this producer can do nothing more: close it and create a new one", fatal=True
+            )  # fmt: skip
+            _log.error("transactional id %r: fatal error: %s", self.transactional_id, fatal.str())
+            self._transition(S.FATAL_ERROR, fatal)
             if request is not None:
-                self._settle(request.result, self._last())
-            return
-        code = error.code()
-        if code in _FENCED:
-            code = E.PRODUCER_FENCED  # type: ignore[attr-defined]
-            reason = (f"{error.str()}: producer fenced: another producer with transactional.id "
-                      f"{self.transactional_id!r} started (or the transaction timed out)")  # fmt: skip
-        else:
-            reason = error.str()
-        fatal = error if error.fatal() and code == error.code() else KafkaError(
-            code, f"{reason}; this producer can do nothing more: close it and create a new one", fatal=True
-        )  # fmt: skip
-        _log.error("transactional id %r: fatal error: %s", self.transactional_id, fatal.str())
-        self._transition(S.FATAL_ERROR, fatal)
-        if request is not None:
-            request.dropped(self)
-            self._settle(request.result, fatal)
-        for queued in self._queue:
-            queued.dropped(self)
-            self._settle(queued.result, fatal)
-        self._queue.clear()
-        self._new_partitions.clear()
-        if self._operation is not None:
-            self._settle(self._operation[1], fatal)
-        if self._ops is not None:
-            self._ops.set_fatal(fatal)
-
-    @staticmethod
-    def _settle(result: Future[None], error: KafkaError | None) -> None:
-        if result.done():
-            return
-        if error is None:
-            result.set_result(None)
-        else:
-            result.set_exception(KafkaException(error))
+                request.dropped(self)
+                settle(request.result, fatal)
+            for queued in self._queue:
+                queued.dropped(self)
+                settle(queued.result, fatal)
+            self._queue.clear()
+            self._new_partitions.clear()
+            if self._operation is not None:
+                settle(self._operation[1], fatal)
+            if self._ops is not None:
+                self._ops.set_fatal(fatal)
 
     # -- states -------------------------------------------------------------------------------------
 
@@ -1013,3 +694,18 @@ class TransactionManager:
 
     def __repr__(self) -> str:
         return f"<TransactionManager {self.transactional_id!r} {self.state.name}>"
+
+
+__all__ = [
+    "ADD_OFFSETS_TO_TXN",
+    "ADD_PARTITIONS_TO_TXN",
+    "END_TXN",
+    "FATAL_CODES",
+    "INIT_PRODUCER_ID",
+    "TXN_OFFSET_COMMIT",
+    "VALID_TRANSITIONS",
+    "SenderOps",
+    "TransactionManager",
+    "TxnState",
+    "is_transition_valid",
+]

@@ -58,7 +58,7 @@ def idle_producer(seed: int = 7, topics: dict[str, int] | None = None, **config:
 
 def reserved(p: Producer) -> tuple[int, int]:
     """(records, bytes) counted for records waiting for their topic's metadata."""
-    waiting = [r for records in p._pending.values() for r in records]
+    waiting = [r for records in p._pending.waiting.values() for r in records]
     return len(waiting), sum(r.size for r in waiting)
 
 
