@@ -21,7 +21,6 @@ stored (the change fails with the reason).
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import json
 import logging
@@ -43,7 +42,9 @@ from logstore.security.acls import (
 
 if TYPE_CHECKING:
     from logstore.broker.server import Broker
-    from logstore.cluster.zk_broker import ZkBroker
+
+# Runs a piece of work on the cluster link's worker thread (ZkBroker.submit).
+Submit = Callable[[Callable[[], None]], None]
 
 _log = logging.getLogger("logstore.security")
 
@@ -172,9 +173,9 @@ class AclChangeListener:
     """Reloads the resources named by new change notifications (both paths), on the link's
     worker thread; purges expired notifications."""
 
-    def __init__(self, broker: Broker, link: ZkBroker, store: ZkAclStore) -> None:
+    def __init__(self, broker: Broker, submit: Submit, store: ZkAclStore) -> None:
         self.broker = broker
-        self.link = link
+        self.submit = submit  # runs work on the cluster link's worker thread
         self.store = store
         self.seen: dict[str, int] = {}  # changes path -> last sequence number applied
 
@@ -190,7 +191,7 @@ class AclChangeListener:
             zk.ChildrenWatch(path, lambda children, path=path: self._changed(path))
 
     def _changed(self, path: str) -> None:
-        self.link._queue(("call", lambda: self.process(path), concurrent.futures.Future()))
+        self.submit(lambda: self.process(path))
 
     def process(self, path: str) -> None:
         """Reload the patterns of the notifications after the last one seen."""
@@ -230,11 +231,12 @@ def _sequence(child: str) -> int:
         return -1
 
 
-def follow_acls(broker: Broker, link: ZkBroker) -> None:
-    """In a cluster with an authorizer: keep the ACLs in ZooKeeper and follow every change."""
+def follow_acls(broker: Broker, zk: Any, submit: Submit) -> None:
+    """In a cluster with an authorizer: keep the ACLs in ZooKeeper (``zk``, a kazoo client) and
+    follow every change, reloading on the cluster link's worker (``submit``)."""
     authorizer = broker.authorizer
     if authorizer is None:
         return
-    store = ZkAclStore(link.zk.zk)
+    store = ZkAclStore(zk)
     authorizer.store = store
-    AclChangeListener(broker, link, store).start()
+    AclChangeListener(broker, submit, store).start()

@@ -20,11 +20,10 @@ them to its event loop; notifications older than 15 minutes are deleted (Kafka's
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -43,7 +42,6 @@ from logstore.cluster.zk import CONFIG_CHANGES, KafkaZkClient, ZkError, _json, _
 
 if TYPE_CHECKING:
     from logstore.broker.server import Broker
-    from logstore.cluster.zk_broker import ZkBroker
 
 _log = logging.getLogger("logstore.cluster")
 
@@ -155,9 +153,10 @@ class ZkQuotaStore:
         )
 
 
-def follow_client_quotas(broker: Broker, link: ZkBroker) -> None:
-    """Keep the broker's quotas in ZooKeeper, and read them again on every change notification."""
-    store = ZkQuotaStore(link.zk)
+def follow_client_quotas(broker: Broker, zk: KafkaZkClient, submit: Callable[[Callable[[], None]], None]) -> None:
+    """Keep the broker's quotas in ZooKeeper, and read them again on every change notification
+    (on the cluster link's worker thread: ``submit``)."""
+    store = ZkQuotaStore(zk)
     broker.quotas.store = store
 
     purged_at = [0.0]
@@ -179,8 +178,8 @@ def follow_client_quotas(broker: Broker, link: ZkBroker) -> None:
             broker.quotas.set_configs(configs)
 
     def changed(*_: Any) -> None:
-        link._queue(("call", reload, concurrent.futures.Future()))
+        submit(reload)
 
-    link.zk.zk.ensure_path(CONFIG_CHANGES)
+    zk.zk.ensure_path(CONFIG_CHANGES)
     reload()  # before the broker serves (joining runs before the listeners start)
-    link.zk.zk.ChildrenWatch(CONFIG_CHANGES, changed)  # also fires once now
+    zk.zk.ChildrenWatch(CONFIG_CHANGES, changed)  # also fires once now
