@@ -415,7 +415,7 @@ class ReplicaManager:
                         f"not replicated to the ISR {list(partition.state.isr)} within the timeout"
                     )
                     break
-                await self.purgatory.wait([(topic, index)], left)
+                await self.purgatory.wait_replicated((topic, index), result.required_offset, left)
 
     # -- reads ---------------------------------------------------------------
 
@@ -602,7 +602,7 @@ class ReplicaManager:
 
     def _follower_fetched(self, partition: Partition, replica_id: int, offset: int) -> None:
         if partition.follower_fetched(replica_id, offset, _now_ms()):
-            self.purgatory.notify((partition.topic, partition.index))
+            self.purgatory.notify((partition.topic, partition.index), partition.log.high_watermark)
         grown = partition.isr_to_expand(replica_id)
         if grown is not None:
             self._alter_isr(partition, grown)
