@@ -42,8 +42,10 @@ static int arg_num_partitions(PyObject *arg, int32_t *out) {
 
 /* Hashes a bytes-like key; -1 with an error set. bytes, the common case,
  * skip the buffer protocol: a 10-byte key's partition_for_key takes 29 ns
- * as bytes, 32 ns as a bytearray. */
-static int key_hash(PyObject *key, uint32_t *out) {
+ * as bytes, 32 ns as a bytearray. inline: GCC inlined it into its three
+ * callers when they were part of one 2,000-line file, and stops doing so in
+ * this small one without the hint (partition_for_keys: 6.7 vs 6.3 ns a key). */
+static inline int key_hash(PyObject *key, uint32_t *out) {
     if (PyBytes_Check(key)) {
         *out = ls_murmur2((const uint8_t *)PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
         return 0;
