@@ -6,7 +6,7 @@ from logstore.errors import LogstoreError
 
 STOP_COMPRESSED: int
 
-# The failures this module reports, one table (native/speedups.c): code ->
+# The failures this module reports, one table (native/speedups_errors.c): code ->
 # (name, class of logstore.errors, hint). Each raises "message; hint".
 # Malformed record bytes raise RecordDecodeError (a CorruptRecordError and a
 # ValueError), bad arguments InvalidArgumentError (a ValueError); wrong
@@ -172,7 +172,7 @@ def partition_for_keys(
 ) -> list[int]:
     """``partition_for_key`` of each key, -1 for a None key (left to the sticky partitioner)."""
 
-# The producer's fast path (native/speedups.c, "The producer's fast path").
+# The producer's fast path (native/speedups_accumulator.c, and speedups_lock.c's Lock).
 
 RECORD_OVERHEAD: int
 """An upper bound of a plain record's framing in a v2 batch (accumulator.RECORD_OVERHEAD)."""

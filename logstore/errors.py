@@ -2,7 +2,7 @@
 
 Every error derives from :class:`LogstoreError` and carries a message that
 says what happened and what to do about it. Native return codes map onto these
-classes in :mod:`logstore._native` (the cffi core) and in ``native/speedups.c``'s
+classes in :mod:`logstore._native` (the cffi core) and in ``native/speedups_errors.c``'s
 table (``logstore._speedups.ERRORS``: code -> name, class, hint).
 """
 

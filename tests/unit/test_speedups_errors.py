@@ -1,6 +1,6 @@
 """The failures logstore._speedups reports: one table, one class and hint per code.
 
-``_speedups.ERRORS`` (code -> name, class, hint) is native/speedups.c's table.
+``_speedups.ERRORS`` (code -> name, class, hint) is native/speedups_errors.c's table.
 Every code has inputs here that raise it, each checked for the table's class
 and a message ending in the table's hint; a code without a case fails
 :func:`test_every_code_has_a_case`. Then the callers in logstore.records that
