@@ -70,6 +70,8 @@ from logstore.cluster.zk import (
     TopicAssignment,
     ZkError,
 )
+from logstore.cluster.zk_acls import follow_acls
+from logstore.cluster.zk_quotas import follow_client_quotas
 from logstore.errors import InvalidArgumentError, TopicExistsError, UnknownTopicError
 from logstore.storage.config import LogConfig
 from logstore.storage.log_manager import LogManager
@@ -142,12 +144,9 @@ def join(broker: Broker, endpoint: tuple[str, int]) -> ZkBroker:
     broker.producer_ids.use_blocks_from(lambda size: link.zk.allocate_producer_id_block(broker.node_id, size))
     link.start(broker.cluster_id)
     follow_broker_configs(broker, link)
-    from logstore.cluster.zk_acls import follow_acls
-
-    follow_acls(broker, link)  # ACLs in /kafka-acl* when authorizer.class.name is set
-    from logstore.cluster.zk_quotas import follow_client_quotas
-
-    follow_client_quotas(broker, link)  # /config/users, /config/clients, /config/ips
+    follow_acls(broker.authorizer, link.zk.zk, link.run_on_worker)  # /kafka-acl* with an authorizer
+    # /config/users, /config/clients, /config/ips
+    follow_client_quotas(broker.quotas, broker.node_id, broker.loop, link.zk, link.run_on_worker)
     return link
 
 
@@ -179,7 +178,7 @@ def follow_broker_configs(broker: Broker, link: ZkBroker) -> None:
             _log.exception("broker %d: applying the dynamic broker configs failed", broker.node_id)
 
     def changed(*_: Any) -> None:
-        link._queue(("call", reload, concurrent.futures.Future()))
+        link.run_on_worker(reload)
 
     for entity in (DEFAULT_ENTITY, str(broker.node_id)):
         link.zk.zk.DataWatch(f"{CONFIG_BROKERS}/{entity}", changed)  # also fires once now
@@ -328,6 +327,11 @@ class ZkBroker:
             with contextlib.suppress(Exception):  # ZkError, or kazoo's on a lost connection
                 self.controller.resign()
         self.zk.close()
+
+    def run_on_worker(self, call: Callable[[], None]) -> None:
+        """Run ``call`` on the worker thread, after the changes queued before it (its errors are
+        the caller's to catch: the worker goes on)."""
+        self._queue(("call", call, concurrent.futures.Future()))
 
     def _queue(self, event: Any) -> None:
         """Queue a change to handle. A change already queued and not yet begun is not queued
