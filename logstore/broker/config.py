@@ -23,6 +23,7 @@ from typing import Any
 
 from logstore.errors import InvalidConfigError
 from logstore.security.listeners import BrokerSecurity
+from logstore.storage.config import LogConfig
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -492,8 +493,6 @@ class BrokerConfig:
 
     def log_defaults(self) -> dict[str, Any]:
         """The topic config defaults from the ``log.*`` keys, checked by LogConfig."""
-        from logstore.storage.config import LogConfig
-
         defaults = dict(self.log_values)
         defaults.setdefault("max.message.bytes", self.values["message.max.bytes"])
         LogConfig.from_dict({}, defaults=defaults)

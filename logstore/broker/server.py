@@ -43,7 +43,7 @@ from logstore.coordinator.group.group_coordinator import GroupCoordinator
 from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
 from logstore.errors import InvalidConfigError
 from logstore.security.authorizer import Authorizer, build_authorizer
-from logstore.security.credentials import CredentialStore
+from logstore.security.credentials import CredentialStore, FileCredentialStore, ZkCredentialStore
 from logstore.storage.checkpoints import write_atomically
 from logstore.storage.log_manager import LogManager
 from logstore.storage.manager import Store
@@ -287,8 +287,6 @@ class Broker:
         """The SCRAM credentials: ZooKeeper's ``/config/users`` in a cluster, else a file in the data dir."""
         store = self.security.credentials
         if store is None:
-            from logstore.security.credentials import FileCredentialStore, ZkCredentialStore
-
             zk = getattr(getattr(self.cluster_link, "zk", None), "zk", None)
             store = ZkCredentialStore(zk) if zk is not None else FileCredentialStore(self.data_dir)
             self.security.use_credentials(store)

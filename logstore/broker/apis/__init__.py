@@ -1,4 +1,6 @@
-"""One module per Kafka API; each exports ``API``, an :class:`~logstore.broker.api_definition.Api`.
+"""One module per Kafka API; each exports ``API``, an :class:`~logstore.broker.api_definition.Api`
+(api_versions.py an :class:`~logstore.broker.apis.api_versions.ApiVersions`, built here over the
+registry it answers from).
 
 The version range an API advertises is the range its handler serves, end to
 end, and kio can encode. ``registry()`` maps API keys to them; every module
