@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logstore.errors import InvalidConfigError
+from logstore.security.listeners import BrokerSecurity
+from logstore.storage.config import LogConfig
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -416,8 +418,6 @@ class BrokerConfig:
         config.listener_protocols()  # fail now on a listener the map does not name
         if config.values["advertised.listeners"]:
             parse_listeners(config.values["advertised.listeners"], "advertised.listeners")
-        from logstore.broker.metrics_http import parse_metrics_listener
-
         parse_metrics_listener(config.values["metrics.listener"])
         return config
 
@@ -474,6 +474,15 @@ class BrokerConfig:
             result[name] = protocols[name]
         return result
 
+    def listener_security(self) -> BrokerSecurity:
+        """The listeners' TLS contexts and SASL settings from these values (fails on a bad one)."""
+        return BrokerSecurity(
+            self.listener_protocols(),
+            self.listener_value,
+            self.values["inter.broker.listener.name"],
+            self.values["security.inter.broker.protocol"],
+        )
+
     def listener_value(self, listener: str, key: str) -> Any:
         """``key`` for one listener: Kafka's ``listener.name.<listener>.<key>`` override, else ``key``."""
         prefixed = f"listener.name.{listener.lower()}.{key}"
@@ -484,9 +493,35 @@ class BrokerConfig:
 
     def log_defaults(self) -> dict[str, Any]:
         """The topic config defaults from the ``log.*`` keys, checked by LogConfig."""
-        from logstore.storage.config import LogConfig
-
         defaults = dict(self.log_values)
         defaults.setdefault("max.message.bytes", self.values["message.max.bytes"])
         LogConfig.from_dict({}, defaults=defaults)
         return defaults
+
+
+_METRICS_LISTENER = re.compile(r"^http://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+):(?P<port>\d{1,5})/?$")
+
+
+def parse_metrics_listener(value: str | None) -> tuple[str, int] | None:
+    """``http://host:port`` -> (host, port); empty or None -> None (no endpoint).
+
+    >>> parse_metrics_listener("http://127.0.0.1:9404"), parse_metrics_listener("")
+    (('127.0.0.1', 9404), None)
+    >>> parse_metrics_listener("https://0.0.0.0:9404")
+    Traceback (most recent call last):
+    ...
+    logstore.errors.InvalidConfigError: metrics.listener: 'https://0.0.0.0:9404' is not http://host:port (e.g. http://127.0.0.1:9404; only http is served); leave it empty to turn the endpoint off
+    """
+    text = (value or "").strip()
+    if not text:
+        return None
+    match = _METRICS_LISTENER.match(text)
+    if match is None:
+        raise InvalidConfigError(
+            f"metrics.listener: {text!r} is not http://host:port (e.g. http://127.0.0.1:9404; "
+            "only http is served); leave it empty to turn the endpoint off"
+        )
+    port = int(match["port"])
+    if port > 65535:
+        raise InvalidConfigError(f"metrics.listener: port {port} is out of range (0-65535)")
+    return match["host"].strip("[]"), port

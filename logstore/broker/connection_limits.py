@@ -35,14 +35,12 @@ import contextlib
 import logging
 import socket
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
+from logstore.broker.config import BrokerConfig
 from logstore.broker.quotas import DEFAULT, Rate
 from logstore.errors import InvalidConfigError
-
-if TYPE_CHECKING:
-    from logstore.broker.network.connection import Connection
-    from logstore.broker.server import Broker
 
 _log = logging.getLogger("logstore.broker")
 
@@ -74,11 +72,30 @@ def parse_overrides(value: str) -> dict[str, int]:
     return out
 
 
+class Connection(Protocol):
+    """What the limits read and set of a client connection (network/connection.py's)."""
+
+    limit_ip: str | None  # the IP counted for it (None: not counted, or released)
+    admitted: bool  # whether it holds one of max.connections' slots
+
+    @property
+    def client_host(self) -> str: ...
+
+    def park(self) -> None:
+        """Stop reading from it (it waits for a slot)."""
+        ...
+
+    def unpark(self) -> None: ...
+
+    def close(self, reason: str, abort: bool = False) -> None: ...
+
+
 class ConnectionLimits:
     """The connection limits of one broker (see the module doc)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, config: Callable[[], BrokerConfig]) -> None:
+        """``config``: the broker's config now (dynamic configs change it)."""
+        self._current = config
         self.per_ip: collections.Counter[str] = collections.Counter()
         self.admitted = 0
         self.parked: collections.deque[Connection] = collections.deque()
@@ -91,14 +108,14 @@ class ConnectionLimits:
         self._timer: asyncio.TimerHandle | None = None
 
     def _config(self, key: str) -> int:
-        return int(self.broker.config.values[key])
+        return int(self._current().values[key])
 
     def _window(self) -> tuple[int, int]:
-        values = self.broker.config.values
+        values = self._current().values
         return int(values["quota.window.num"]), int(values["quota.window.size.seconds"]) * 1000
 
     def limit_for(self, ip: str) -> int:
-        raw = str(self.broker.config.values["max.connections.per.ip.overrides"] or "")
+        raw = str(self._current().values["max.connections.per.ip.overrides"] or "")
         if raw != self._overrides[0]:
             self._overrides = (raw, parse_overrides(raw))
         return self._overrides[1].get(ip, self._config("max.connections.per.ip"))

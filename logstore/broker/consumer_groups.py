@@ -14,14 +14,11 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from logstore.broker.metadata_cache import MetadataCache
 from logstore.coordinator.group.coordinator_config import CoordinatorConfig
 from logstore.coordinator.group.group_configs import GroupConfigs
-
-if TYPE_CHECKING:
-    from logstore.broker.metadata_cache import MetadataCache
-    from logstore.broker.server import Broker
 
 GROUP_CONFIGS_FILE = "group-configs.json"
 
@@ -45,7 +42,7 @@ class MetadataTopics:
         return self._metadata.topic_names()
 
 
-def coordinator_options(broker: Broker, config: CoordinatorConfig) -> dict[str, Any]:
+def coordinator_options(metadata: MetadataCache, data_dir: str, config: CoordinatorConfig) -> dict[str, Any]:
     """The consumer-group arguments of the broker's GroupCoordinator (``catalog``, ``group_configs``)."""
-    path = os.path.join(broker.data_dir, GROUP_CONFIGS_FILE)
-    return {"catalog": MetadataTopics(broker.metadata), "group_configs": GroupConfigs(config, path)}
+    path = os.path.join(data_dir, GROUP_CONFIGS_FILE)
+    return {"catalog": MetadataTopics(metadata), "group_configs": GroupConfigs(config, path)}

@@ -18,9 +18,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from logstore.broker.metadata_cache import PartitionState
+from logstore.broker.config import BrokerConfig
+from logstore.broker.metadata_cache import MetadataCache, PartitionState
+from logstore.errors import LogstoreError
 from logstore.storage.config import LogConfig
 from logstore.storage.manager import Store
+
+PREFERRED, UNCLEAN = 0, 1
+"""ElectLeaders' election types (:meth:`ClusterLink.elect_leaders`)."""
+
+
+class NotControllerError(LogstoreError):
+    """A :class:`ClusterLink` controller call made on a broker that is not (or no longer) the
+    controller; the cluster's controller raises its subclass (ControllerMovedError)."""
 
 
 class TopicController(Protocol):
@@ -94,8 +104,6 @@ class NotJoined:
         return {}
 
     def _refuse(self) -> LogConfig:
-        from logstore.errors import LogstoreError
-
         raise LogstoreError("this broker has not joined its cluster yet; retry in a moment")
 
     def create_topic(
@@ -159,3 +167,21 @@ class LocalController:
     def set_defaults(self, defaults: Mapping[str, Any]) -> None:
         """New log defaults for the Store (see :meth:`Store.set_defaults`)."""
         self.store.set_defaults(defaults)
+
+
+class ClusterMember(Protocol):
+    """A broker as the parts that talk to other brokers see it (the Broker satisfies it): its id,
+    its config now, its metadata and its cluster link (None alone). Read each time: the config and
+    the link change while the broker runs."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def metadata(self) -> MetadataCache: ...
+
+    @property
+    def cluster_link(self) -> ClusterLink | None: ...

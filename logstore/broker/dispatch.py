@@ -29,8 +29,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from logstore.broker.apis import Api
-from logstore.broker.context import Deferred, RequestContext
+from logstore.broker.api_definition import Api
+from logstore.broker.context import Deferred, RequestContext, Services
 from logstore.broker.metrics import BrokerMetrics
 from logstore.broker.quotas import ClientQuotas, QuotaCharge
 from logstore.protocol import (
@@ -56,7 +56,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        services: Any,
+        services: Services,
         apis: Mapping[int, Api],
         quotas: ClientQuotas,
         metrics: BrokerMetrics,

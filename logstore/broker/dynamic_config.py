@@ -438,13 +438,14 @@ class DynamicBrokerConfig:
 
 
 class _BrokerLike(Protocol):
-    """What :func:`alter_broker_config` needs of a Broker (server.py imports this module)."""
-
-    dynamic_config: DynamicBrokerConfig
-    config: BrokerConfig
+    """What :func:`alter_broker_config` needs of a Broker."""
 
     @property
-    def controller(self) -> Any: ...
+    def dynamic_config(self) -> DynamicBrokerConfig: ...
+
+    def use_config(self, new: BrokerConfig) -> None:
+        """Make ``new`` the broker's config (changed log defaults reach every topic)."""
+        ...
 
 
 def alter_broker_config(
@@ -455,14 +456,4 @@ def alter_broker_config(
     InvalidConfigError (Kafka's message) when refused; nothing changes then."""
     new = broker.dynamic_config.alter(resource_name, props, validate_only)
     if not validate_only:
-        apply_broker_config(broker, new)
-
-
-def apply_broker_config(broker: _BrokerLike, new: BrokerConfig, controller: Any = None) -> None:
-    """Make ``new`` the broker's config; changed log defaults go to ``controller`` (the
-    broker's own by default) for every topic."""
-    before = broker.config.log_defaults()
-    broker.config = new
-    after = new.log_defaults()
-    if after != before:
-        (controller or broker.controller).set_defaults(after)
+        broker.use_config(new)

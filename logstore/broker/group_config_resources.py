@@ -9,26 +9,22 @@ and ``group.consumer.max.*``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from logstore.broker.context import Services
+from logstore.broker.dynamic_config import ConfigEntry
 from logstore.broker.groups import coordinator_of
 from logstore.coordinator.group.group_configs import GROUP_RESOURCE_TYPE
-
-if TYPE_CHECKING:
-    from logstore.broker.apis.describe_configs import ConfigEntry
-    from logstore.broker.server import Broker
 
 GROUP = GROUP_RESOURCE_TYPE
 
 Outcome = tuple[ErrorCode, str | None]
 
 
-def describe_group_resource(broker: Broker, name: str) -> tuple[ErrorCode, str | None, list[ConfigEntry]]:
+def describe_group_resource(broker: Services, name: str) -> tuple[ErrorCode, str | None, list[ConfigEntry]]:
     """DescribeConfigs of group ``name``: (error, message, entries sorted by name)."""
-    from logstore.broker.apis.describe_configs import ConfigEntry
-
     error, message, entries = coordinator_of(broker).group_configs.describe(name)
     return (
         error,
@@ -41,7 +37,7 @@ def describe_group_resource(broker: Broker, name: str) -> tuple[ErrorCode, str |
 
 
 def incremental_alter_group_resource(
-    broker: Broker, name: str, changes: Iterable[Any], validate_only: bool
+    broker: Services, name: str, changes: Iterable[Any], validate_only: bool
 ) -> Outcome:
     """IncrementalAlterConfigs of group ``name``; ``changes`` are the request's configs (name,
     config_operation, value)."""
@@ -49,6 +45,6 @@ def incremental_alter_group_resource(
     return coordinator_of(broker).group_configs.incremental_alter(name, triples, validate_only)
 
 
-def alter_group_resource(broker: Broker, name: str, configs: Iterable[Any], validate_only: bool) -> Outcome:
+def alter_group_resource(broker: Services, name: str, configs: Iterable[Any], validate_only: bool) -> Outcome:
     """AlterConfigs (legacy) of group ``name``: ``configs`` (name, value) become its whole set."""
     return coordinator_of(broker).group_configs.alter(name, {c.name: c.value for c in configs}, validate_only)

@@ -10,10 +10,8 @@ and starts offset expiry. An existing topic's partition count wins over the
 config, as in Kafka (a group's partition is ``hash(group) % count``).
 
 The coordinator's records reach the partitions through an
-:class:`OffsetsAppender` (with :meth:`Log.append`, so the topic's
-``flush.messages`` and ``flush.ms`` make them durable like any other log),
-which batches the OffsetCommits of one event-loop pass and wakes fetches
-waiting on the partition.
+:class:`~logstore.broker.offsets_appender.OffsetsAppender` (offsets_appender.py),
+which :func:`start_coordinator` builds and returns with the coordinator.
 
 >>> millis(__import__("datetime").timedelta(seconds=6))
 6000
@@ -23,30 +21,27 @@ waiting on the partition.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.consumer_groups import coordinator_options
+from logstore.broker.context import Services
+from logstore.broker.offsets_appender import OffsetsAppender
+from logstore.broker.replica_manager import AppendResult, ReplicaManager
 from logstore.coordinator.clock import LoopClock
 from logstore.coordinator.group.classic_group import TopicPartition
 from logstore.coordinator.group.coordinator_config import CoordinatorConfig
 from logstore.coordinator.group.group_coordinator import GroupCoordinator
 from logstore.coordinator.group.offsets_schemas import OffsetCommitKey, OffsetCommitValue, decode_key
-from logstore.coordinator.group.persistence import WriteError
 from logstore.coordinator.group.txn_offsets import Batch, PendingTxnOffsets, replay
 from logstore.coordinator.internal_topics import OFFSETS_TOPIC, partition_for
 from logstore.coordinator.record_codec import OffsetsSchemaError, Record
-from logstore.errors import LogstoreError, RecordTooLargeError
+from logstore.errors import LogstoreError
 from logstore.storage.log import Log
 from logstore.storage.transactions import CompletedTxn
-
-if TYPE_CHECKING:
-    from logstore.broker.server import Broker
 
 _log = logging.getLogger("logstore.broker")
 
@@ -80,14 +75,14 @@ def client_host(peer: str) -> str:
     return "/" + (host if sep else peer)
 
 
-def coordinator_of(broker: Broker) -> GroupCoordinator:
+def coordinator_of(broker: Services) -> GroupCoordinator:
     coordinator = broker.coordinator
     if coordinator is None:  # start() builds it before listening
         raise RuntimeError("the group coordinator is not running")
     return coordinator
 
 
-def offsets_appender_of(broker: Broker) -> OffsetsAppender:
+def offsets_appender_of(broker: Services) -> OffsetsAppender:
     appender = broker.offsets_appender
     if appender is None:  # start() builds it with the coordinator
         raise RuntimeError("the __consumer_offsets appender is not running")
@@ -97,7 +92,7 @@ def offsets_appender_of(broker: Broker) -> OffsetsAppender:
 # -- __consumer_offsets ------------------------------------------------------------
 
 
-def ensure_offsets_topic(broker: Broker) -> int:
+def ensure_offsets_topic(broker: Services) -> int:
     """Create ``__consumer_offsets`` if missing; returns its partition count.
 
     In a cluster it gets ``offsets.topic.replication.factor`` replicas (Kafka's default 3); with
@@ -176,7 +171,7 @@ def _pending_offsets(records: list[Record]) -> dict[str, dict[TopicPartition, Of
     return found
 
 
-def on_transactions_completed(broker: Broker, topic: str, index: int, completed: list[CompletedTxn]) -> None:
+def on_transactions_completed(broker: Services, topic: str, index: int, completed: list[CompletedTxn]) -> None:
     """The ReplicaManager's hook: markers on a ``__consumer_offsets`` partition settle the
     transactional offset commits of its groups (COMMIT: they become the groups' offsets)."""
     coordinator, appender = broker.coordinator, broker.offsets_appender
@@ -191,138 +186,17 @@ def on_transactions_completed(broker: Broker, topic: str, index: int, completed:
             coordinator.apply_committed_offsets(group_id, values)
 
 
-def load_offsets_topic(coordinator: GroupCoordinator, broker: Broker, partitions: int) -> None:
+def load_offsets_topic(coordinator: GroupCoordinator, replicas: ReplicaManager, appender: OffsetsAppender) -> None:
     """Replay every partition of ``__consumer_offsets`` into the coordinator."""
-    for partition in range(partitions):
-        log = broker.replica_manager.log(OFFSETS_TOPIC, partition)
+    for partition in range(appender.partitions):
+        log = replicas.log(OFFSETS_TOPIC, partition)
         if log.log_end_offset <= log.log_start_offset:
             continue
-        pending = offsets_appender_of(broker).pending_txn
-        coordinator.load(read_partition(log, pending), on_unreadable=_skip_unreadable)
+        coordinator.load(read_partition(log, appender.pending_txn), on_unreadable=_skip_unreadable)
 
 
 def _skip_unreadable(key: bytes, error: OffsetsSchemaError) -> None:
     _log.error("skipping an unreadable %s record (key %s): %s", OFFSETS_TOPIC, key.hex(), error)
-
-
-class Ticket:
-    """The outcome of one event-loop pass's batch on one ``__consumer_offsets`` partition."""
-
-    __slots__ = ("_appender", "_on_failure", "error")
-
-    def __init__(self, appender: OffsetsAppender) -> None:
-        self._appender = appender
-        self._on_failure: list[Callable[[], None]] = []
-        self.error: ErrorCode | None = None  # None until the batch is appended
-
-    def on_failure(self, undo: Callable[[], None]) -> None:
-        self._on_failure.append(undo)
-
-    def result(self) -> ErrorCode:
-        """The batch's error code (appending it now if it is still staged)."""
-        if self.error is None:
-            self._appender.flush()
-        assert self.error is not None
-        return self.error
-
-    def settle(self, error: ErrorCode) -> None:
-        self.error = error
-        if error != ErrorCode.none:
-            for undo in reversed(self._on_failure):
-                undo()
-        self._on_failure.clear()
-
-
-class OffsetsAppender:
-    """Writes the coordinator's records to ``__consumer_offsets``.
-
-    OffsetCommit records are *staged*: every commit that arrives in one pass
-    of the event loop joins one batch per partition, appended by a callback
-    at the end of the pass (``loop.call_soon``), before the responses of that
-    pass are written (they are written by a later callback, or resolve their
-    ticket first). A commit applies its offsets at once, so requests after it
-    read them, and reverts them if its batch then fails; its response carries
-    the batch's outcome. One append of N commits instead of N appends is what
-    makes the commit path cheap.
-
-    Every other write (group metadata, tombstones) goes through :meth:`write`,
-    which first appends whatever is staged (a partition's records stay in
-    the order they were made) and returns once its records are appended.
-    Append errors become Kafka's: a batch over ``max.message.bytes`` is
-    INVALID_COMMIT_OFFSET_SIZE, a storage error NOT_COORDINATOR, anything
-    else COORDINATOR_NOT_AVAILABLE.
-    """
-
-    def __init__(self, broker: Broker, partitions: int) -> None:
-        self._broker = broker
-        self.partitions = partitions
-        self._staged: dict[int, tuple[list[Record], Ticket]] = {}
-        self._staged_bytes: dict[int, int] = {}
-        self._scheduled = False
-        self.pending_txn = PendingTxnOffsets()  # TxnOffsetCommits awaiting their transaction's marker
-
-    def _limit(self, partition: int) -> int:
-        return self._broker.replica_manager.log(OFFSETS_TOPIC, partition).config.max_message_bytes
-
-    def stage(self, group_id: str, records: list[Record]) -> Ticket:
-        """Add a commit's records to this pass's batch of the group's partition."""
-        partition = partition_for(group_id, self.partitions)
-        size = 32 * len(records)
-        for key, value in records:
-            size += len(key) + (len(value) if value else 0)
-        limit = self._limit(partition)
-        if size > limit // 2:  # too big to share a batch: on its own, now, after what is staged
-            self.flush()
-            ticket = Ticket(self)
-            ticket.settle(self._append(partition, records))
-            return ticket
-        if self._staged_bytes.get(partition, 0) + size > limit // 2:
-            self.flush()
-        staged = self._staged.get(partition)
-        if staged is None:
-            staged = self._staged[partition] = ([], Ticket(self))
-            self._staged_bytes[partition] = 0
-        staged[0].extend(records)
-        self._staged_bytes[partition] += size
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
-        return staged[1]
-
-    def flush(self) -> None:
-        """Append every staged batch and settle its ticket."""
-        self._scheduled = False
-        staged, self._staged = self._staged, {}
-        self._staged_bytes = {}
-        for partition, (records, ticket) in staged.items():
-            ticket.settle(self._append(partition, records))
-
-    def write(self, group_id: str, records: list[Record]) -> None:
-        """The coordinator's :data:`Writer`: append now (after anything staged)."""
-        if not records:
-            return
-        self.flush()
-        error = self._append(partition_for(group_id, self.partitions), records)
-        if error != ErrorCode.none:
-            raise WriteError(error, f"appending to {OFFSETS_TOPIC} failed: {error.name}")
-
-    def _append(self, partition: int, records: list[Record]) -> ErrorCode:
-        try:
-            self._broker.replica_manager.log(OFFSETS_TOPIC, partition).append(records)
-        except RecordTooLargeError as e:
-            _log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
-            return ErrorCode.invalid_commit_offset_size
-        except OSError as e:
-            _log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
-            return ErrorCode.not_coordinator
-        except LogstoreError as e:
-            _log.error("appending to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
-            return ErrorCode.coordinator_not_available
-        except Exception:  # a ticket must settle whatever happens, or its answers never go out
-            _log.exception("appending to %s-%d failed", OFFSETS_TOPIC, partition)
-            return ErrorCode.coordinator_not_available
-        self._broker.replica_manager.appended(OFFSETS_TOPIC, partition)
-        return ErrorCode.none
 
 
 # How a failed acks=-1 write of the coordinator's reads to its clients (Kafka's GroupMetadataManager).
@@ -335,13 +209,11 @@ _REPLICATION_ERRORS = {
 }
 
 
-async def await_group_replicated(broker: Broker, group_id: str) -> ErrorCode:
+async def await_group_replicated(broker: Services, group_id: str) -> ErrorCode:
     """In a cluster, wait until the ISR has everything appended so far to the group's
     ``__consumer_offsets`` partition (Kafka's coordinator writes with acks=-1), at most
     ``offsets.commit.timeout.ms``; NONE, or the error to answer (COORDINATOR_NOT_AVAILABLE,
     NOT_COORDINATOR). Alone: NONE at once. O(1) plus the wait."""
-    from logstore.broker.replica_manager import AppendResult  # the broker layer imports this module
-
     manager = broker.replica_manager
     if not manager.replicated:
         return ErrorCode.none
@@ -356,7 +228,7 @@ async def await_group_replicated(broker: Broker, group_id: str) -> ErrorCode:
     return _REPLICATION_ERRORS.get(result.error, result.error)
 
 
-def on_offsets_leadership(broker: Broker, topic: str, index: int, leader: bool) -> None:
+def on_offsets_leadership(broker: Services, topic: str, index: int, leader: bool) -> None:
     """The ReplicaManager's hook: a ``__consumer_offsets`` partition's groups are served by this
     broker from the moment it leads the partition (loaded from its log) until it no longer does."""
     coordinator = broker.coordinator
@@ -375,8 +247,9 @@ def on_offsets_leadership(broker: Broker, topic: str, index: int, leader: bool) 
         _log.info("coordinating the groups of %s-%d", OFFSETS_TOPIC, index)
 
 
-def start_coordinator(broker: Broker, distributed: bool = False) -> GroupCoordinator:
-    """Create and load ``__consumer_offsets``, and a running coordinator over it (call on the loop).
+def start_coordinator(broker: Services, distributed: bool = False) -> tuple[GroupCoordinator, OffsetsAppender]:
+    """Create and load ``__consumer_offsets``, and a running coordinator over it with the appender
+    that writes its records (call on the loop; the broker keeps both).
 
     ``distributed`` (a cluster broker): nothing is created or loaded here; the coordinator serves
     the partitions this broker comes to lead (:func:`on_offsets_leadership`), and FindCoordinator
@@ -385,28 +258,22 @@ def start_coordinator(broker: Broker, distributed: bool = False) -> GroupCoordin
         partitions = (
             broker.metadata.partition_count(OFFSETS_TOPIC) or broker.config.offsets_topic_num_partitions
         )
-        config = CoordinatorConfig.from_properties(
-            {**broker.config.values, "offsets.topic.num.partitions": partitions}
-        )
-        appender = broker.offsets_appender = OffsetsAppender(broker, partitions)
-        coordinator = GroupCoordinator(
-            config, clock=LoopClock(), writer=appender.write, **coordinator_options(broker, config)
-        )
-        coordinator.serve_partitions_taken_only()
-        coordinator.start()
-        return coordinator
-    partitions = ensure_offsets_topic(broker)
-    values = dict(broker.config.values)
-    values["offsets.topic.num.partitions"] = partitions
-    config = CoordinatorConfig.from_properties(values)
-    appender = OffsetsAppender(broker, partitions)
-    broker.offsets_appender = appender
+    else:
+        partitions = ensure_offsets_topic(broker)
+    config = CoordinatorConfig.from_properties({**broker.config.values, "offsets.topic.num.partitions": partitions})
+    appender = OffsetsAppender(broker.replica_manager, partitions)
     coordinator = GroupCoordinator(
-        config, clock=LoopClock(), writer=appender.write, **coordinator_options(broker, config)
+        config,
+        clock=LoopClock(),
+        writer=appender.write,
+        **coordinator_options(broker.metadata, broker.data_dir, config),
     )
-    load_offsets_topic(coordinator, broker, partitions)
-    loaded = coordinator.list_groups()
-    if loaded:
-        _log.info("loaded %d groups from %s", len(loaded), OFFSETS_TOPIC)
+    if distributed:
+        coordinator.serve_partitions_taken_only()
+    else:
+        load_offsets_topic(coordinator, broker.replica_manager, appender)
+        loaded = coordinator.list_groups()
+        if loaded:
+            _log.info("loaded %d groups from %s", len(loaded), OFFSETS_TOPIC)
     coordinator.start()
-    return coordinator
+    return coordinator, appender

@@ -13,7 +13,7 @@ brokers can share a process) and two kinds of metrics:
   integer adds; an append or a fetch one dict lookup and two adds per
   partition (a fetch's record count comes from the check its read makes anyway).
 - **Read at scrape time** from the broker's live objects, never kept up to
-  date between scrapes: each log's size, start offset, end offset (LEO) and
+  date between scrapes (live_metrics.py, a collector the broker adds): each log's size, start offset, end offset (LEO) and
   high watermark; leader and under-replicated partition counts; consumer
   groups by state, their members, and each group's committed offsets and lag
   (HW - committed); active connections. The families are read on the event
@@ -47,18 +47,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import logging
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-
-if typing.TYPE_CHECKING:
-    from logstore.broker.apis import Api
-    from logstore.broker.server import Broker
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 
 _log = logging.getLogger("logstore.broker")
 
@@ -125,14 +120,23 @@ class TrafficCounters(dict[str, TopicTraffic]):
             traffic.records_out += records
 
 
+class ApiName(typing.Protocol):
+    """What the request counts need of an API (the broker's Api)."""
+
+    @property
+    def key(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def max_version(self) -> int: ...
+
+
 class BrokerMetrics:
-    """The broker's metrics: hot-path counts, scrape-time state, one registry (see the module doc).
+    """The broker's metrics: hot-path counts, scrape-time sources, one registry (see the module doc)."""
 
-    ``broker`` is None for counts without a broker (tests, the doctest): then only the counted
-    families are exported."""
-
-    def __init__(self, broker: Broker | None = None) -> None:
-        self.broker = broker
+    def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.requests: dict[int, RequestStats] = {}
         self.traffic = TrafficCounters()
@@ -147,7 +151,7 @@ class BrokerMetrics:
 
     # -- hot paths ---------------------------------------------------------------
 
-    def observe(self, api: Api, version: int, seconds: float, response: Any) -> None:
+    def observe(self, api: ApiName, version: int, seconds: float, response: Any) -> None:
         """One request served in ``seconds``; counts its top-level ``error_code`` if it has one."""
         stats = self.requests.get(api.key)
         if stats is None:
@@ -163,14 +167,11 @@ class BrokerMetrics:
         if code:
             stats.errors[code] = stats.errors.get(code, 0) + 1
 
-    def error(self, api_key: int, code: int) -> None:
+    def error(self, api: ApiName, code: int) -> None:
         """A partition-level error of an API (Produce, Fetch count theirs; others: the top level)."""
-        stats = self.requests.get(api_key)
+        stats = self.requests.get(api.key)
         if stats is None:
-            from logstore.broker.apis import registry
-
-            api = registry()[api_key]
-            stats = self.requests[api_key] = RequestStats(api.name, api.max_version)
+            stats = self.requests[api.key] = RequestStats(api.name, api.max_version)
         stats.errors[code] = stats.errors.get(code, 0) + 1
 
     def connection_opened(self, listener: str) -> None:
@@ -246,8 +247,6 @@ class BrokerMetrics:
 
     def collect(self) -> Iterable[Metric]:
         yield from self._counted()
-        if self.broker is not None:
-            yield from _broker_state(self.broker)
         for collect in self._collectors:
             try:
                 yield from collect()
@@ -355,115 +354,3 @@ def _error_name(code: int) -> str:
         return ErrorCode(code).name.upper()
     except ValueError:
         return str(code)
-
-
-def _broker_state(broker: Broker) -> Iterable[Metric]:
-    """The scrape-time families: logs, partitions, groups, connections. O(logs + groups + offsets)."""
-    info = GaugeMetricFamily(
-        "logstore_broker_info",
-        "This broker: its id and cluster id (value 1).",
-        labels=["node_id", "cluster_id"],
-    )
-    info.add_metric([str(broker.node_id), broker.cluster_id], 1)
-    yield info
-    active = GaugeMetricFamily(
-        "logstore_connections", "Open client connections, by listener.", labels=["listener"]
-    )
-    by_listener: dict[str, int] = {}
-    for connection in list(broker.connections):
-        by_listener[connection.listener_name] = by_listener.get(connection.listener_name, 0) + 1
-    for listener, count in by_listener.items():
-        active.add_metric([listener], count)
-    if not by_listener:
-        active.add_metric(["PLAINTEXT"], 0)
-    yield active
-    yield from _log_state(broker)
-    yield from _partition_state(broker)
-    yield from _group_state(broker)
-
-
-def _log_state(broker: Broker) -> Iterable[Metric]:
-    labels = ["topic", "partition"]
-    size = GaugeMetricFamily(
-        "logstore_log_size_bytes", "Bytes in the partition's segments on this broker.", labels=labels
-    )
-    start = GaugeMetricFamily("logstore_log_start_offset", "The partition's log start offset.", labels=labels)
-    end = GaugeMetricFamily("logstore_log_end_offset", "The partition's log end offset (LEO).", labels=labels)
-    hw = GaugeMetricFamily("logstore_high_watermark", "The partition's high watermark.", labels=labels)
-    try:
-        logs = broker.log_manager.logs()
-    except Exception:  # closing
-        logs = {}
-    for (topic, index), log in sorted(logs.items()):
-        try:
-            segments, high_watermark = log.snapshot()
-            values = (sum(s.size for s in segments), log.log_start_offset, log.log_end_offset, high_watermark)
-        except Exception:  # deleted or closed meanwhile
-            continue
-        key = [topic, str(index)]
-        for family, value in zip((size, start, end, hw), values, strict=True):
-            family.add_metric(key, value)
-    yield from (size, start, end, hw)
-
-
-def _partition_state(broker: Broker) -> Iterable[Metric]:
-    replicas = broker.replica_manager
-    leaders = under = 0
-    if not replicas.replicated:  # alone: every log is a leader of a one-replica partition
-        with contextlib.suppress(Exception):
-            leaders = len(broker.log_manager.logs())
-    for partition in replicas.held_partitions() if replicas.replicated else ():
-        if partition.is_leader:
-            leaders += 1
-            if len(partition.state.isr) < len(partition.state.replicas):
-                under += 1
-    yield GaugeMetricFamily("logstore_leader_partitions", "Partitions this broker leads.", value=leaders)
-    yield GaugeMetricFamily(
-        "logstore_under_replicated_partitions",
-        "Partitions this broker leads whose ISR is smaller than their replica set.",
-        value=under,
-    )
-
-
-def _group_state(broker: Broker) -> Iterable[Metric]:
-    coordinator = broker.coordinator
-    groups = GaugeMetricFamily(
-        "logstore_consumer_groups",
-        "Consumer groups this broker coordinates, by type and state.",
-        labels=["type", "state"],
-    )
-    members = GaugeMetricFamily("logstore_consumer_group_members", "Members of a group.", labels=["group"])
-    committed = GaugeMetricFamily(
-        "logstore_consumer_group_committed_offset",
-        "A group's committed offset.",
-        labels=["group", "topic", "partition"],
-    )
-    lag = GaugeMetricFamily(
-        "logstore_consumer_group_lag",
-        "High watermark minus the group's committed offset (partitions whose log is on this broker).",
-        labels=["group", "topic", "partition"],
-    )
-    if coordinator is not None:
-        counts: dict[tuple[str, str], int] = {}
-        find_log = broker.log_manager.find_log
-        for overview in coordinator.list_groups():
-            group_id = overview.group_id
-            key = (overview.group_type, overview.state)
-            counts[key] = counts.get(key, 0) + 1
-            live: Any = coordinator.consumer_group(group_id) or coordinator.group(group_id)
-            members.add_metric([group_id], len(live.members) if live is not None else 0)
-            offsets = coordinator.fetch_offsets(group_id).offsets
-            for (topic, index), fetched in sorted(offsets.items()):
-                if fetched.offset < 0:
-                    continue
-                labels = [group_id, topic, str(index)]
-                committed.add_metric(labels, fetched.offset)
-                try:
-                    log = find_log(topic, index)
-                except Exception:
-                    log = None
-                if log is not None:
-                    lag.add_metric(labels, log.high_watermark - fetched.offset)
-        for (group_type, state), count in sorted(counts.items()):
-            groups.add_metric([group_type, state], count)
-    yield from (groups, members, committed, lag)

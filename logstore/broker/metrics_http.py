@@ -21,47 +21,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
-import typing
 
+from logstore.broker.metrics import BrokerMetrics
 from logstore.errors import InvalidConfigError
-
-if typing.TYPE_CHECKING:
-    from logstore.broker.metrics import BrokerMetrics
 
 _log = logging.getLogger("logstore.broker")
 
 READ_TIMEOUT_S = 10.0
 HEAD_MAX_BYTES = 16 * 1024
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-_LISTENER = re.compile(r"^http://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+):(?P<port>\d{1,5})/?$")
-
-
-def parse_metrics_listener(value: str | None) -> tuple[str, int] | None:
-    """``http://host:port`` -> (host, port); empty or None -> None (no endpoint).
-
-    >>> parse_metrics_listener("http://127.0.0.1:9404"), parse_metrics_listener("")
-    (('127.0.0.1', 9404), None)
-    >>> parse_metrics_listener("https://0.0.0.0:9404")
-    Traceback (most recent call last):
-    ...
-    logstore.errors.InvalidConfigError: metrics.listener: 'https://0.0.0.0:9404' is not http://host:port (e.g. http://127.0.0.1:9404; only http is served); leave it empty to turn the endpoint off
-    """
-    text = (value or "").strip()
-    if not text:
-        return None
-    match = _LISTENER.match(text)
-    if match is None:
-        raise InvalidConfigError(
-            f"metrics.listener: {text!r} is not http://host:port (e.g. http://127.0.0.1:9404; "
-            "only http is served); leave it empty to turn the endpoint off"
-        )
-    port = int(match["port"])
-    if port > 65535:
-        raise InvalidConfigError(f"metrics.listener: port {port} is out of range (0-65535)")
-    return match["host"].strip("[]"), port
-
 
 class MetricsServer:
     """Serves ``/metrics`` of one :class:`BrokerMetrics` (see the module doc)."""

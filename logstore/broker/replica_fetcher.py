@@ -31,16 +31,13 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.inter_broker import BrokerChannel, ChannelError
+from logstore.broker.partition import Partition
 from logstore.errors import LogstoreError
-
-if TYPE_CHECKING:
-    from logstore.broker.partition import Partition
-    from logstore.broker.replica_manager import ReplicaManager
 
 _log = logging.getLogger("logstore.replication")
 
@@ -84,11 +81,26 @@ class FetchState:
         return self.partition.topic, self.partition.index
 
 
+class Follower(Protocol):
+    """What a fetcher tells the replica manager that runs it (the ReplicaManager)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    def appended(self, topic: str, index: int) -> None:
+        """Records were appended to the partition's log (waiting fetches wake)."""
+        ...
+
+    def follower_high_watermark(self, partition: Partition, leader_hw: int, leader_log_start: int) -> None:
+        """The leader's HW and log start after a fetch."""
+        ...
+
+
 class ReplicaFetcher:
     """Every partition this broker follows on one leader (see the module doc)."""
 
     def __init__(
-        self, manager: ReplicaManager, leader: int, host: str, port: int, settings: FetcherSettings
+        self, manager: Follower, leader: int, host: str, port: int, settings: FetcherSettings
     ) -> None:
         self.manager = manager
         self.leader = leader

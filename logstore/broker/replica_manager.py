@@ -125,14 +125,19 @@ class ReplicaManager:
     """This broker's partitions: appends, reads and the fetch purgatory (see the module doc)."""
 
     def __init__(
-        self, logs: LogManager, metadata: MetadataCache, node_id: int, producer_id_expiration_ms: int
+        self,
+        logs: LogManager,
+        metadata: MetadataCache,
+        node_id: int,
+        producer_id_expiration_ms: int,
+        metrics: BrokerMetrics | None = None,
     ) -> None:
         self.logs_by_partition = logs
         self.metadata = metadata
         self.node_id = node_id
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.purgatory = Purgatory()
-        self.metrics = BrokerMetrics()  # the Broker's own replaces it (traffic and ISR counts)
+        self.metrics = BrokerMetrics() if metrics is None else metrics  # traffic and ISR counts
         self._partitions: dict[tuple[str, int], Partition] = {}
         # Replication (start_replication): off for a broker alone.
         self.replicated = False

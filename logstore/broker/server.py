@@ -13,42 +13,40 @@ import functools
 import logging
 import os
 import time
-import typing
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from logstore.broker.apis import registry
-from logstore.broker.apis.api_versions import unsupported_version
-from logstore.broker.config import BrokerConfig
+from logstore.broker.apis import registry, unsupported_version
+from logstore.broker.config import BrokerConfig, parse_metrics_listener
 from logstore.broker.connection_limits import ConnectionLimits
 from logstore.broker.controller import ClusterLink, LocalController, NotJoined, TopicController
 from logstore.broker.dispatch import Dispatcher
 from logstore.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
 from logstore.broker.fetch_session import FetchSessionCache
+from logstore.broker.groups import on_offsets_leadership, on_transactions_completed, start_coordinator
 from logstore.broker.legacy_topic_configs import LegacyTopicConfigs
+from logstore.broker.live_metrics import broker_state
 from logstore.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from logstore.broker.metrics import BrokerMetrics
-from logstore.broker.metrics_http import MetricsServer, parse_metrics_listener
+from logstore.broker.metrics_http import MetricsServer
 from logstore.broker.network.connection import Connection
+from logstore.broker.offsets_appender import OffsetsAppender
 from logstore.broker.producers import ProducerIds
 from logstore.broker.quotas import ClientQuotas, FileQuotaStore
 from logstore.broker.replica_fetcher import FetcherSettings
 from logstore.broker.replica_manager import ReplicaManager
+from logstore.broker.transaction_io import BrokerTransactionIO
+from logstore.broker.transactions import on_transaction_state_leadership, start_transactions
 from logstore.broker.txn_verification import TransactionVerifier
+from logstore.coordinator.group.group_coordinator import GroupCoordinator
+from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
 from logstore.errors import InvalidConfigError
 from logstore.security.authorizer import Authorizer, build_authorizer
-from logstore.security.listeners import BrokerSecurity
+from logstore.security.credentials import CredentialStore, FileCredentialStore, ZkCredentialStore
 from logstore.storage.checkpoints import write_atomically
 from logstore.storage.log_manager import LogManager
 from logstore.storage.manager import Store
-
-if typing.TYPE_CHECKING:
-    from logstore.broker.groups import OffsetsAppender
-    from logstore.broker.transactions import BrokerTransactionIO
-    from logstore.coordinator.group.group_coordinator import GroupCoordinator
-    from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
-    from logstore.security.credentials import CredentialStore
 
 _log = logging.getLogger("logstore.broker")
 
@@ -86,7 +84,7 @@ class Broker:
         # Dynamic broker configs (AlterConfigs on BROKER; dynamic_config.py) over the static ones.
         self.dynamic_config = DynamicBrokerConfig(config, self.node_id, FileConfigStore(self.data_dir))
         config = self.config = self.dynamic_config.config
-        self.security = BrokerSecurity(config)  # listeners' TLS and SASL (logstore/security/listeners.py)
+        self.security = config.listener_security()  # listeners' TLS and SASL (logstore/security/listeners.py)
         if config.zookeeper_connect:
             self.security.check_cluster()
         self.legacy_topic_configs = LegacyTopicConfigs(self.data_dir)  # message.format.version, ...
@@ -118,18 +116,20 @@ class Broker:
             self.log_manager = self.store.log_manager
             self.metadata.track_store(self.store, self.node_id)
             self.controller = LocalController(self.store)
+        # Prometheus metrics (metrics.py; served by metrics_http.py when metrics.listener is set);
+        # the scrape-time families of this broker's state first (live_metrics.py).
+        self.metrics = BrokerMetrics()
+        self.metrics.add_collector(functools.partial(broker_state, self))
         self.replica_manager = ReplicaManager(
-            self.log_manager, self.metadata, self.node_id, config.producer_id_expiration_ms
+            self.log_manager, self.metadata, self.node_id, config.producer_id_expiration_ms, self.metrics
         )
-        # Prometheus metrics (metrics.py; served by metrics_http.py when metrics.listener is set).
-        self.metrics = self.replica_manager.metrics = BrokerMetrics(self)
         self.metrics_server: MetricsServer | None = None
         self.producer_ids = ProducerIds(self.data_dir)
         # Client quotas (quotas.py) and connection limits (connection_limits.py).
         self.quotas = ClientQuotas(
             FileQuotaStore(self.data_dir), config.quota_window_num, config.quota_window_size_seconds
         )
-        self.connection_limits = ConnectionLimits(self)
+        self.connection_limits = ConnectionLimits(lambda: self.config)
         self.quotas.on_ip_quotas = self.connection_limits.set_ip_quotas
         self.quotas.on_throttle = self.metrics.throttled
         self.connection_limits.set_ip_quotas(self.quotas.ip_quotas())
@@ -172,9 +172,6 @@ class Broker:
         """Join the cluster (with ``zookeeper.connect``), start the group coordinator (alone)
         and, when ``listen``, the listeners (the embedded broker has none)."""
         loop = self.loop = asyncio.get_running_loop()
-        from logstore.broker.groups import on_transactions_completed, start_coordinator
-        from logstore.broker.transactions import start_transactions
-
         self.replica_manager.on_transactions_completed = functools.partial(on_transactions_completed, self)
 
         protocols = self.security.protocols
@@ -192,8 +189,8 @@ class Broker:
         if self.config.zookeeper_connect:
             # In a cluster the coordinator serves the groups of the __consumer_offsets partitions
             # this broker leads, loaded and dropped as leadership comes and goes.
-            self.coordinator = start_coordinator(self, distributed=True)
-            self.transactions = start_transactions(self, distributed=True)
+            self.coordinator, self.offsets_appender = start_coordinator(self, distributed=True)
+            self.transactions, self.transaction_io = start_transactions(self, distributed=True)
             self.replica_manager.on_leadership = self._on_leadership
             self.replica_manager.start_replication(
                 self._fetcher_settings(), self.config.replica_lag_time_max_ms
@@ -205,8 +202,9 @@ class Broker:
             self.metadata.set_brokers(
                 [BrokerEndpoint(self.node_id, host, port, self.config.broker_rack, self.advertised_endpoints)]
             )
-            self.coordinator = start_coordinator(self)  # alone, this broker leads every partition
-            self.transactions = start_transactions(self)
+            # Alone, this broker leads every partition.
+            self.coordinator, self.offsets_appender = start_coordinator(self)
+            self.transactions, self.transaction_io = start_transactions(self)
         metrics_address = parse_metrics_listener(self.config.values["metrics.listener"])
         if metrics_address is not None:
             self.metrics_server = MetricsServer(self.metrics)
@@ -217,9 +215,6 @@ class Broker:
         self._reaper = loop.create_task(self._reap_idle())
 
     def _on_leadership(self, topic: str, index: int, leader: bool) -> None:
-        from logstore.broker.groups import on_offsets_leadership
-        from logstore.broker.transactions import on_transaction_state_leadership
-
         on_offsets_leadership(self, topic, index, leader)
         on_transaction_state_leadership(self, topic, index, leader)
 
@@ -243,6 +238,16 @@ class Broker:
         link = self._join(self, endpoint)
         self.cluster_link = link
         self.controller = link
+        self.cluster_id = self.metadata.cluster_id  # the cluster's: the link's start set it there
+
+    def use_config(self, new: BrokerConfig, controller: TopicController | None = None) -> None:
+        """Make ``new`` this broker's config (a dynamic config changed: dynamic_config.py); changed
+        log defaults go to ``controller`` (this broker's own by default) for every topic."""
+        before = self.config.log_defaults()
+        self.config = new
+        after = new.log_defaults()
+        if after != before:
+            (controller or self.controller).set_defaults(after)
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -282,8 +287,6 @@ class Broker:
         """The SCRAM credentials: ZooKeeper's ``/config/users`` in a cluster, else a file in the data dir."""
         store = self.security.credentials
         if store is None:
-            from logstore.security.credentials import FileCredentialStore, ZkCredentialStore
-
             zk = getattr(getattr(self.cluster_link, "zk", None), "zk", None)
             store = ZkCredentialStore(zk) if zk is not None else FileCredentialStore(self.data_dir)
             self.security.use_credentials(store)

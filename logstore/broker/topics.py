@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from logstore.broker.context import Services
 from logstore.errors import InvalidArgumentError, LogstoreError, TopicExistsError
 from logstore.protocol.errors import error_for
 from logstore.storage.manager import validate_topic_name
-
-if TYPE_CHECKING:
-    from logstore.broker.server import Broker
 
 _log = logging.getLogger("logstore.broker")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-async def topic_error(broker: Broker, name: str | None, auto_create: bool) -> ErrorCode:
+async def topic_error(broker: Services, name: str | None, auto_create: bool) -> ErrorCode:
     """NONE if the topic exists (creating it when allowed, off the event loop: in a cluster the
     controller's answer is awaited), else why not."""
     if name is None:

@@ -42,18 +42,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.inter_broker import ChannelError
+from logstore.broker.controller import ClusterMember
+from logstore.broker.inter_broker import BrokerChannel, ChannelError
 from logstore.broker.metadata_cache import NO_LEADER
 from logstore.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
+from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
 from logstore.coordinator.txn.transaction_log import TopicPartition
 from logstore.protocol.codec import group_by_topic
-
-if TYPE_CHECKING:
-    from logstore.broker.server import Broker
 
 _log = logging.getLogger("logstore.broker")
 
@@ -81,10 +80,27 @@ def produce_error(error: ErrorCode) -> tuple[ErrorCode, str | None]:
     return error, None
 
 
+class Channels(Protocol):
+    """Inter-broker channels by broker id (the transaction coordinator's I/O keeps them)."""
+
+    def channel_to(self, broker_id: int) -> BrokerChannel | None: ...
+
+
+class VerifierHost(ClusterMember, Protocol):
+    """What the verifier reads of the broker, each time (the coordinator and its channels come
+    and go while the broker runs)."""
+
+    @property
+    def transactions(self) -> TransactionCoordinator | None: ...
+
+    @property
+    def transaction_io(self) -> Channels | None: ...
+
+
 class TransactionVerifier:
     """Asks transaction coordinators whether partitions are in a producer's transaction."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: VerifierHost) -> None:
         self.broker = broker
 
     @property

@@ -47,6 +47,7 @@ from typing import NoReturn
 from kazoo.exceptions import NodeExistsError
 from kio.schema.errors import ErrorCode
 
+from logstore.broker.controller import PREFERRED, NotControllerError
 from logstore.cluster.assignment import assign_replicas
 from logstore.cluster.election import (
     controlled_shutdown_leader,
@@ -59,7 +60,6 @@ from logstore.errors import TopicExistsError, UnknownTopicError
 _log = logging.getLogger("logstore.cluster")
 
 NO_LEADER = -1
-PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
 
 
 def _invalid_target(target: tuple[int, ...], live: Collection[int]) -> str | None:
@@ -78,7 +78,7 @@ def _invalid_target(target: tuple[int, ...], live: Collection[int]) -> str | Non
     return None
 
 
-class ControllerMovedError(ZkError):
+class ControllerMovedError(ZkError, NotControllerError):
     """Another broker became controller with a higher epoch: this one must stand down."""
 
 

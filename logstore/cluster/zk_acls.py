@@ -26,7 +26,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
@@ -39,12 +39,7 @@ from logstore.security.acls import (
     decode_entries,
     encode_entries,
 )
-
-if TYPE_CHECKING:
-    from logstore.broker.server import Broker
-
-# Runs a piece of work on the cluster link's worker thread (ZkBroker.submit).
-Submit = Callable[[Callable[[], None]], None]
+from logstore.security.authorizer import Authorizer
 
 _log = logging.getLogger("logstore.security")
 
@@ -173,9 +168,12 @@ class AclChangeListener:
     """Reloads the resources named by new change notifications (both paths), on the link's
     worker thread; purges expired notifications."""
 
-    def __init__(self, broker: Broker, submit: Submit, store: ZkAclStore) -> None:
-        self.broker = broker
-        self.submit = submit  # runs work on the cluster link's worker thread
+    def __init__(
+        self, authorizer: Authorizer, run_on_worker: Callable[[Callable[[], None]], None], store: ZkAclStore
+    ) -> None:
+        """``run_on_worker``: the cluster link's worker thread, where each change is processed."""
+        self.authorizer = authorizer
+        self.run_on_worker = run_on_worker
         self.store = store
         self.seen: dict[str, int] = {}  # changes path -> last sequence number applied
 
@@ -184,21 +182,17 @@ class AclChangeListener:
         for path in (ACL_CHANGES, EXTENDED_CHANGES):
             children = zk.get_children(path)
             self.seen[path] = max((_sequence(c) for c in children), default=-1)  # the full load covered them
-        authorizer = self.broker.authorizer
-        assert authorizer is not None
-        authorizer.reload()  # every ACL, after noting the notifications it covers
+        self.authorizer.reload()  # every ACL, after noting the notifications it covers
         for path in (ACL_CHANGES, EXTENDED_CHANGES):
             zk.ChildrenWatch(path, lambda children, path=path: self._changed(path))
 
     def _changed(self, path: str) -> None:
-        self.submit(lambda: self.process(path))
+        self.run_on_worker(lambda: self.process(path))
 
     def process(self, path: str) -> None:
         """Reload the patterns of the notifications after the last one seen."""
         zk = self.store.zk
-        authorizer = self.broker.authorizer
-        if authorizer is None:
-            return
+        authorizer = self.authorizer
         try:
             children = sorted(zk.get_children(path), key=_sequence)
             patterns = []
@@ -231,12 +225,13 @@ def _sequence(child: str) -> int:
         return -1
 
 
-def follow_acls(broker: Broker, zk: Any, submit: Submit) -> None:
-    """In a cluster with an authorizer: keep the ACLs in ZooKeeper (``zk``, a kazoo client) and
-    follow every change, reloading on the cluster link's worker (``submit``)."""
-    authorizer = broker.authorizer
+def follow_acls(
+    authorizer: Authorizer | None, zk: Any, run_on_worker: Callable[[Callable[[], None]], None]
+) -> None:
+    """In a cluster with an authorizer: keep the ACLs in ZooKeeper and follow every change (on
+    the cluster link's worker thread, ``run_on_worker``)."""
     if authorizer is None:
         return
     store = ZkAclStore(zk)
     authorizer.store = store
-    AclChangeListener(broker, submit, store).start()
+    AclChangeListener(authorizer, run_on_worker, store).start()

@@ -40,13 +40,13 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from kazoo.exceptions import NodeExistsError
 from kazoo.protocol.states import KazooState
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.dynamic_config import DEFAULT_ENTITY, apply_broker_config
+from logstore.broker.dynamic_config import DEFAULT_ENTITY
 from logstore.broker.metadata_cache import (
     NO_LEADER,
     BrokerEndpoint,
@@ -54,6 +54,7 @@ from logstore.broker.metadata_cache import (
     PartitionState,
     TopicMetadata,
 )
+from logstore.broker.server import Broker
 from logstore.cluster.assignment import assign_replicas
 from logstore.cluster.controller import ControllerMovedError, ElectionResult, ZkController
 from logstore.cluster.zk import (
@@ -74,9 +75,6 @@ from logstore.cluster.zk_quotas import follow_client_quotas
 from logstore.errors import InvalidArgumentError, TopicExistsError, UnknownTopicError
 from logstore.storage.config import LogConfig
 from logstore.storage.log_manager import LogManager
-
-if TYPE_CHECKING:
-    from logstore.broker.server import Broker
 
 _log = logging.getLogger("logstore.cluster")
 
@@ -123,7 +121,7 @@ class ClusterSettings:
 def join(broker: Broker, endpoint: tuple[str, int]) -> ZkBroker:
     """Join ``broker`` to the cluster of its ``zookeeper.connect`` (Broker's ``join``; see the module doc).
 
-    Runs off the event loop (ZooKeeper calls block). Sets the broker's cluster id.
+    Runs off the event loop (ZooKeeper calls block). The link's ``cluster_id`` is the cluster's.
     """
     link = ZkBroker(
         broker.node_id,
@@ -144,10 +142,11 @@ def join(broker: Broker, endpoint: tuple[str, int]) -> ZkBroker:
 
         link.on_topic_changed = on_topic_changed
     broker.producer_ids.use_blocks_from(lambda size: link.zk.allocate_producer_id_block(broker.node_id, size))
-    broker.cluster_id = link.start(broker.cluster_id)
+    link.start(broker.cluster_id)
     follow_broker_configs(broker, link)
-    follow_acls(broker, link.zk.zk, link.submit)  # ACLs in /kafka-acl* when authorizer.class.name is set
-    follow_client_quotas(broker, link.zk, link.submit)  # /config/users, /config/clients, /config/ips
+    follow_acls(broker.authorizer, link.zk.zk, link.run_on_worker)  # /kafka-acl* with an authorizer
+    # /config/users, /config/clients, /config/ips
+    follow_client_quotas(broker.quotas, broker.node_id, broker.loop, link.zk, link.run_on_worker)
     return link
 
 
@@ -174,12 +173,12 @@ def follow_broker_configs(broker: Broker, link: ZkBroker) -> None:
 
     def reload() -> None:
         try:
-            apply_broker_config(broker, broker.dynamic_config.reload(), link)
+            broker.use_config(broker.dynamic_config.reload(), link)
         except Exception:  # a bad znode must not stop the worker; the next change retries
             _log.exception("broker %d: applying the dynamic broker configs failed", broker.node_id)
 
     def changed(*_: Any) -> None:
-        link.submit(reload)
+        link.run_on_worker(reload)
 
     for entity in (DEFAULT_ENTITY, str(broker.node_id)):
         link.zk.zk.DataWatch(f"{CONFIG_BROKERS}/{entity}", changed)  # also fires once now
@@ -329,9 +328,10 @@ class ZkBroker:
                 self.controller.resign()
         self.zk.close()
 
-    def submit(self, work: Callable[[], None]) -> None:
-        """Run ``work`` on this link's worker thread (after the changes queued before it)."""
-        self._queue(("call", work, concurrent.futures.Future()))
+    def run_on_worker(self, call: Callable[[], None]) -> None:
+        """Run ``call`` on the worker thread, after the changes queued before it (its errors are
+        the caller's to catch: the worker goes on)."""
+        self._queue(("call", call, concurrent.futures.Future()))
 
     def _queue(self, event: Any) -> None:
         """Queue a change to handle. A change already queued and not yet begun is not queued

@@ -20,11 +20,12 @@ them to its event loop; notifications older than 15 minutes are deleted (Kafka's
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -34,14 +35,12 @@ from logstore.broker.quotas import (
     IP_QUOTA_KEYS,
     QUOTA_KEYS,
     USER,
+    ClientQuotas,
     Entity,
     desanitize,
     entity_path,
 )
 from logstore.cluster.zk import CONFIG_CHANGES, KafkaZkClient, ZkError, _json, _load
-
-if TYPE_CHECKING:
-    from logstore.broker.server import Broker
 
 _log = logging.getLogger("logstore.cluster")
 
@@ -153,11 +152,17 @@ class ZkQuotaStore:
         )
 
 
-def follow_client_quotas(broker: Broker, zk: KafkaZkClient, submit: Callable[[Callable[[], None]], None]) -> None:
+def follow_client_quotas(
+    quotas: ClientQuotas,
+    node_id: int,
+    loop: asyncio.AbstractEventLoop | None,
+    zk: KafkaZkClient,
+    run_on_worker: Callable[[Callable[[], None]], None],
+) -> None:
     """Keep the broker's quotas in ZooKeeper, and read them again on every change notification
-    (on the cluster link's worker thread: ``submit``)."""
+    (on the cluster link's worker thread, ``run_on_worker``; applied on the broker's ``loop``)."""
     store = ZkQuotaStore(zk)
-    broker.quotas.store = store
+    quotas.store = store
 
     purged_at = [0.0]
 
@@ -169,16 +174,15 @@ def follow_client_quotas(broker: Broker, zk: KafkaZkClient, submit: Callable[[Ca
                 store.purge_changes(now * 1000)
             configs = store.load()
         except Exception:  # a bad znode must not stop the worker; the next change retries
-            _log.exception("broker %d: reading the client quotas failed", broker.node_id)
+            _log.exception("broker %d: reading the client quotas failed", node_id)
             return
-        loop = broker.loop
         if loop is not None and loop.is_running():
-            loop.call_soon_threadsafe(broker.quotas.set_configs, configs)
+            loop.call_soon_threadsafe(quotas.set_configs, configs)
         else:
-            broker.quotas.set_configs(configs)
+            quotas.set_configs(configs)
 
     def changed(*_: Any) -> None:
-        submit(reload)
+        run_on_worker(reload)
 
     zk.zk.ensure_path(CONFIG_CHANGES)
     reload()  # before the broker serves (joining runs before the listeners start)

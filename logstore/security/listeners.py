@@ -3,7 +3,8 @@
 ``listeners=PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094``
 names each listener; ``listener.security.protocol.map`` (Kafka's default
 maps each of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL to itself) gives its
-security protocol. :class:`BrokerSecurity` is built from the config when
+security protocol. :class:`BrokerSecurity` is built from those config values
+(the broker's config hands them in: ``BrokerConfig.listener_security``) when
 the broker is made, so a wrong TLS file or SASL setting fails at startup
 with the key to fix; it holds one :class:`ssl.SSLContext` per TLS listener
 and one :class:`SaslListener` per SASL listener, and sets a new
@@ -21,16 +22,14 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from logstore.errors import InvalidConfigError
 from logstore.security import ANONYMOUS
 from logstore.security.credentials import CredentialStore
 from logstore.security.sasl import Connection, SaslListener, SaslSession
 from logstore.security.tls import peer_principal, server_context
-
-if TYPE_CHECKING:
-    from logstore.broker.config import BrokerConfig
 
 _log = logging.getLogger("logstore.security")
 
@@ -46,24 +45,33 @@ class SecuredConnection(Connection, Protocol):
 class BrokerSecurity:
     """The listeners' TLS contexts and SASL settings (see the module doc)."""
 
-    def __init__(self, config: BrokerConfig) -> None:
-        self.protocols = config.listener_protocols()  # listener name -> security protocol
+    def __init__(
+        self,
+        protocols: Mapping[str, str],
+        listener_value: Callable[[str, str], Any],
+        inter_broker_listener: str | None = None,
+        inter_broker_protocol: str | None = None,
+    ) -> None:
+        """``protocols``: each listener's security protocol, by name; ``listener_value(listener,
+        key)``: a TLS or SASL setting of one listener; ``inter_broker_listener`` and
+        ``inter_broker_protocol``: ``inter.broker.listener.name`` and
+        ``security.inter.broker.protocol`` (None: not set)."""
+        self.protocols = dict(protocols)  # listener name -> security protocol
         self.contexts: dict[str, ssl.SSLContext] = {}
         self.sasl: dict[str, SaslListener] = {}
         self.credentials: CredentialStore | None = None
         for name, protocol in self.protocols.items():
 
             def setting(key: str, name: str = name) -> Any:
-                return config.listener_value(name, key)
+                return listener_value(name, key)
 
             if protocol in ("SSL", "SASL_SSL"):
                 self.contexts[name] = server_context(name, setting)
             if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
                 self.sasl[name] = SaslListener.from_config(name, setting, _Pending())
-        self.inter_broker_listener = self._inter_broker(config)
+        self.inter_broker_listener = self._inter_broker(inter_broker_listener, inter_broker_protocol)
 
-    def _inter_broker(self, config: BrokerConfig) -> str:
-        named = config.values["inter.broker.listener.name"]
+    def _inter_broker(self, named: str | None, protocol: str | None) -> str:
         if named:
             name = str(named).upper()
             if name not in self.protocols:
@@ -71,7 +79,7 @@ class BrokerSecurity:
                     f"inter.broker.listener.name={name} is not one of the listeners ({', '.join(self.protocols)})"
                 )
             return name
-        wanted = str(config.values["security.inter.broker.protocol"] or "PLAINTEXT").upper()
+        wanted = str(protocol or "PLAINTEXT").upper()
         for name, protocol in self.protocols.items():
             if protocol == wanted:
                 return name

@@ -8,7 +8,7 @@ checks the same type in two ways, a ``role``; the operation and the error code
 come from :data:`RULES`, nowhere else. docs/acls.md prints this table.
 
 Without an authorizer (``authorizer.class.name`` empty) every check is one
-attribute test (``ctx.broker.authorizer is None``) and allows; the
+attribute test (``request.authorizer is None``) and allows; the
 ``authorized_operations`` fields carry every operation the resource type
 supports, as Kafka does then.
 
@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from logstore.security import KafkaPrincipal
 from logstore.security.acls import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -34,10 +35,27 @@ from logstore.security.acls import (
     ResourceType,
     bits,
 )
-from logstore.security.authorizer import CACHE_MAX
+from logstore.security.authorizer import CACHE_MAX, Authorizer
 
-if TYPE_CHECKING:
-    from logstore.broker.context import RequestContext
+
+class Request(Protocol):
+    """What a check reads of the request it is made for (the broker's RequestContext)."""
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        """The broker's ACLs; None without ``authorizer.class.name`` (every check allows)."""
+        ...
+
+    @property
+    def api_key(self) -> int: ...
+
+    @property
+    def principal(self) -> KafkaPrincipal: ...
+
+    @property
+    def client_host(self) -> str:
+        """The connection's peer address (ACLs' host)."""
+        ...
 
 _T = TypeVar("_T")
 
@@ -216,26 +234,25 @@ def operation(api_key: int, resource_type: ResourceType, role: str = "") -> AclO
     return _OPERATION[(api_key, int(resource_type), role)]
 
 
-def allowed(ctx: RequestContext, resource_type: ResourceType, name: str, role: str = "") -> bool:
+def allowed(ctx: Request, resource_type: ResourceType, name: str, role: str = "") -> bool:
     """May the request's principal do what its API needs (the table) on this resource?
 
     Cost: one attribute test without an authorizer; else one dict lookup when this question
     was asked since the ACLs last changed (the authorizer's ``checks`` cache), else the
     authorizer's rules (see its module doc).
     """
-    auth = ctx.broker.authorizer
+    auth = ctx.authorizer
     if auth is None:
         return True
-    connection = ctx.connection
-    principal = connection.principal
-    api_key = ctx.header.api_key
+    principal = ctx.principal
+    api_key = ctx.api_key
     key = (
         api_key,
         resource_type,
         role,
         principal.principal_type,
         principal.name,
-        connection.client_host,
+        ctx.client_host,
         name,
     )
     checks = auth.checks
@@ -243,7 +260,7 @@ def allowed(ctx: RequestContext, resource_type: ResourceType, name: str, role: s
     if found is None:
         op = _OPERATION[(api_key, resource_type, role)]
         found = auth.authorize(
-            principal.principal_type, principal.name, connection.client_host, op, resource_type, name
+            principal.principal_type, principal.name, ctx.client_host, op, resource_type, name
         )
         if len(checks) >= CACHE_MAX:
             checks.clear()
@@ -251,26 +268,25 @@ def allowed(ctx: RequestContext, resource_type: ResourceType, name: str, role: s
     return found
 
 
-def allowed_cluster(ctx: RequestContext, role: str = "") -> bool:
+def allowed_cluster(ctx: Request, role: str = "") -> bool:
     """:func:`allowed` on the cluster resource (``kafka-cluster``)."""
     return allowed(ctx, CLUSTER, CLUSTER_NAME, role)
 
 
-def allowed_on_some(ctx: RequestContext, resource_type: ResourceType, role: str = "") -> bool:
+def allowed_on_some(ctx: Request, resource_type: ResourceType, role: str = "") -> bool:
     """Kafka's ``authorizeByResourceType``: the operation on some resource of the type."""
-    auth = ctx.broker.authorizer
+    auth = ctx.authorizer
     if auth is None:
         return True
-    op = _OPERATION[(ctx.header.api_key, resource_type, role)]
-    connection = ctx.connection
-    principal = connection.principal
+    op = _OPERATION[(ctx.api_key, resource_type, role)]
+    principal = ctx.principal
     return auth.authorize_by_resource_type(
-        principal.principal_type, principal.name, connection.client_host, op, resource_type
+        principal.principal_type, principal.name, ctx.client_host, op, resource_type
     )
 
 
 def filter_allowed(
-    ctx: RequestContext,
+    ctx: Request,
     resource_type: ResourceType,
     items: Iterable[_T],
     name: Callable[[_T], str],
@@ -278,7 +294,7 @@ def filter_allowed(
 ) -> set[str]:
     """The names among ``items`` the principal may use (Kafka's ``filterByAuthorized``)."""
     names = {name(item) for item in items}
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return names
     return {n for n in names if allowed(ctx, resource_type, n, role)}
 
@@ -291,16 +307,15 @@ def error(resource_type: ResourceType) -> ErrorCode:
 ALL_SUPPORTED = {rt: bits(ops) for rt, ops in SUPPORTED_OPERATIONS.items()}
 
 
-def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
+def authorized_operations(ctx: Request, resource_type: ResourceType, name: str) -> int:
     """The ``authorized_operations`` bit field for the principal (every supported operation
     without an authorizer)."""
-    auth = ctx.broker.authorizer
+    auth = ctx.authorizer
     if auth is None:
         return ALL_SUPPORTED[resource_type]
-    connection = ctx.connection
-    principal = connection.principal
+    principal = ctx.principal
     return auth.authorized_operations(
-        principal.principal_type, principal.name, connection.client_host, resource_type, name
+        principal.principal_type, principal.name, ctx.client_host, resource_type, name
     )
 
 
@@ -326,14 +341,14 @@ _CONFIG_RESOURCES = {
 }
 
 
-def config_resource_denied(ctx: RequestContext, config_type: int, name: str) -> tuple[ErrorCode, str] | None:
+def config_resource_denied(ctx: Request, config_type: int, name: str) -> tuple[ErrorCode, str] | None:
     """For a config resource (Kafka's ConfigHelper/KafkaApis): None if the principal may
     describe (DescribeConfigs) or alter (AlterConfigs, IncrementalAlterConfigs) it, else the
     error (TOPIC_, CLUSTER_ or GROUP_AUTHORIZATION_FAILED) and a message."""
-    if ctx.broker.authorizer is None or config_type not in _CONFIG_RESOURCES:
+    if ctx.authorizer is None or config_type not in _CONFIG_RESOURCES:
         return None
     resource_type, fixed = _CONFIG_RESOURCES[config_type]
     if allowed(ctx, resource_type, fixed or name):
         return None
-    op = _OPERATION[(ctx.header.api_key, resource_type, "")]
+    op = _OPERATION[(ctx.api_key, resource_type, "")]
     return ERRORS[resource_type], f"{op.name} on {resource_type.title} {fixed or name!r} is not allowed"

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from kio.schema.errors import ErrorCode
 
-from logstore.cluster.controller import NO_LEADER, PREFERRED, UNCLEAN, ControllerMovedError, ZkController
+from logstore.broker.controller import PREFERRED, UNCLEAN
+from logstore.cluster.controller import NO_LEADER, ControllerMovedError, ZkController
 from logstore.cluster.zk import BrokerRegistration, KafkaZkClient, LeaderAndIsr
 from logstore.errors import TopicExistsError
 

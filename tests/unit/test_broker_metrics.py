@@ -7,9 +7,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from logstore.broker.apis import registry
-from logstore.broker.config import BrokerConfig
+from logstore.broker.config import BrokerConfig, parse_metrics_listener
 from logstore.broker.metrics import LATENCY_BUCKETS, BrokerMetrics
-from logstore.broker.metrics_http import parse_metrics_listener
 from logstore.errors import InvalidConfigError
 
 
@@ -34,7 +33,7 @@ def test_requests_histogram_and_errors() -> None:
     metrics.observe(produce, 9, 0.0001, None)  # on a bound: counted in it (le)
     metrics.observe(produce, 10, 3.0, None)
     metrics.observe(produce, 10, 60.0, None)  # past the last bound: +Inf only
-    metrics.error(0, 3)
+    metrics.error(produce, 3)
     metrics.observe(heartbeat, 4, 0.001, Response(27))  # REBALANCE_IN_PROGRESS
     metrics.observe(heartbeat, 4, 0.001, Response(0))
     found = samples(metrics)
@@ -71,7 +70,7 @@ def test_versions_of_one_api_answer_in_different_shapes() -> None:
 
 def test_an_error_before_any_request_of_its_api_is_kept() -> None:
     metrics = BrokerMetrics()
-    metrics.error(1, 1)  # Fetch OFFSET_OUT_OF_RANGE before the first Fetch is observed
+    metrics.error(registry()[1], 1)  # Fetch OFFSET_OUT_OF_RANGE before the first Fetch is observed
     found = samples(metrics)
     assert found[("logstore_request_errors_total", frozenset({("api", "Fetch"), ("error", "OFFSET_OUT_OF_RANGE")}))] == 1
 

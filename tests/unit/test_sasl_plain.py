@@ -92,19 +92,17 @@ def test_listener_config() -> None:
 
 
 def test_a_sasl_listener_without_a_supported_mechanism_does_not_start(tmp_path: object) -> None:
-    from logstore.security.listeners import BrokerSecurity
-
     config = BrokerConfig.from_dict({"listeners": "SASL_PLAINTEXT://127.0.0.1:0"})  # Kafka's default: GSSAPI
     with pytest.raises(InvalidConfigError, match="logstore supports PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"):
-        BrokerSecurity(config)
+        config.listener_security()
     plain = BrokerConfig.from_dict(
         {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN"}
     )
     with pytest.raises(InvalidConfigError, match="PLAIN needs its users"):
-        BrokerSecurity(plain)
+        plain.listener_security()
     ssl = BrokerConfig.from_dict({"listeners": "SSL://127.0.0.1:0"})
     with pytest.raises(InvalidConfigError, match="has no certificate"):
-        BrokerSecurity(ssl)
+        ssl.listener_security()
     jks = BrokerConfig.from_dict({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": "/x.jks"})
     with pytest.raises(InvalidConfigError, match=r"ssl\.keystore\.type=PEM"):
-        BrokerSecurity(jks)
+        jks.listener_security()

@@ -1,106 +1,134 @@
-"""One module per Kafka API; each exports ``API``, an :class:`Api`.
+"""One module per Kafka API; each exports ``API``, an :class:`~logstore.broker.api_definition.Api`
+(api_versions.py an :class:`~logstore.broker.apis.api_versions.ApiVersions`, built here over the
+registry it answers from).
 
 The version range an API advertises is the range its handler serves, end to
-end, and kio can encode. ``registry()`` maps API keys to them.
+end, and kio can encode. ``registry()`` maps API keys to them; every module
+is imported here, by name.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from logstore.broker.context import RequestContext
-
-Handler = Callable[["RequestContext", Any], Awaitable[Any]]
-
-
-@dataclass(frozen=True)
-class Api:
-    """One API: its key, name, served version range and handler.
-
-    The handler returns the response entity, or None to send nothing
-    (Produce with acks=0).
-    """
-
-    key: int
-    name: str
-    min_version: int
-    max_version: int
-    handle: Handler
-    # A decoder used instead of kio's: (frame, body offset, version) -> (request, size).
-    decode: Callable[[bytes | memoryview, int, int], tuple[Any, int]] | None = None
-
-
-_MODULES = (
-    "api_versions",
-    "metadata",
-    "produce",
-    "fetch",
-    "list_offsets",
-    "init_producer_id",
-    "create_topics",
-    "delete_topics",
-    "create_partitions",
-    "delete_records",
-    "describe_configs",
-    "alter_configs",
-    "incremental_alter_configs",
-    "describe_cluster",
-    "describe_topic_partitions",
-    "describe_log_dirs",
-    "find_coordinator",
-    "join_group",
-    "sync_group",
-    "heartbeat",
-    "leave_group",
-    "offset_commit",
-    "offset_fetch",
-    "describe_groups",
-    "list_groups",
-    "delete_groups",
-    "offset_delete",
-    "consumer_group_heartbeat",
-    "consumer_group_describe",
-    "offset_for_leader_epoch",
-    "alter_partition",
-    "elect_leaders",
-    "alter_partition_reassignments",
-    "list_partition_reassignments",
-    "add_partitions_to_txn",
-    "add_offsets_to_txn",
-    "end_txn",
-    "write_txn_markers",
-    "txn_offset_commit",
-    "describe_transactions",
-    "list_transactions",
-    "describe_producers",
-    "describe_acls",
-    "create_acls",
-    "delete_acls",
-    "sasl_handshake",
-    "sasl_authenticate",
-    "describe_user_scram_credentials",
-    "alter_user_scram_credentials",
-    "describe_client_quotas",
-    "alter_client_quotas",
+from logstore.broker.api_definition import Api
+from logstore.broker.apis import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    alter_client_quotas,
+    alter_configs,
+    alter_partition,
+    alter_partition_reassignments,
+    alter_user_scram_credentials,
+    consumer_group_describe,
+    consumer_group_heartbeat,
+    create_acls,
+    create_partitions,
+    create_topics,
+    delete_acls,
+    delete_groups,
+    delete_records,
+    delete_topics,
+    describe_acls,
+    describe_client_quotas,
+    describe_cluster,
+    describe_configs,
+    describe_groups,
+    describe_log_dirs,
+    describe_producers,
+    describe_topic_partitions,
+    describe_transactions,
+    describe_user_scram_credentials,
+    elect_leaders,
+    end_txn,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    list_partition_reassignments,
+    list_transactions,
+    metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    offset_for_leader_epoch,
+    produce,
+    sasl_authenticate,
+    sasl_handshake,
+    sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
+from logstore.broker.apis.api_versions import ApiVersions
+
+_REGISTRY: dict[int, Api] = {}
+_API_VERSIONS = ApiVersions(_REGISTRY)  # answers from the registry it is part of
+for _api in (
+    _API_VERSIONS.api,
+    metadata.API,
+    produce.API,
+    fetch.API,
+    list_offsets.API,
+    init_producer_id.API,
+    create_topics.API,
+    delete_topics.API,
+    create_partitions.API,
+    delete_records.API,
+    describe_configs.API,
+    alter_configs.API,
+    incremental_alter_configs.API,
+    describe_cluster.API,
+    describe_topic_partitions.API,
+    describe_log_dirs.API,
+    find_coordinator.API,
+    join_group.API,
+    sync_group.API,
+    heartbeat.API,
+    leave_group.API,
+    offset_commit.API,
+    offset_fetch.API,
+    describe_groups.API,
+    list_groups.API,
+    delete_groups.API,
+    offset_delete.API,
+    consumer_group_heartbeat.API,
+    consumer_group_describe.API,
+    offset_for_leader_epoch.API,
+    alter_partition.API,
+    elect_leaders.API,
+    alter_partition_reassignments.API,
+    list_partition_reassignments.API,
+    add_partitions_to_txn.API,
+    add_offsets_to_txn.API,
+    end_txn.API,
+    write_txn_markers.API,
+    txn_offset_commit.API,
+    describe_transactions.API,
+    list_transactions.API,
+    describe_producers.API,
+    describe_acls.API,
+    create_acls.API,
+    delete_acls.API,
+    sasl_handshake.API,
+    sasl_authenticate.API,
+    describe_user_scram_credentials.API,
+    alter_user_scram_credentials.API,
+    describe_client_quotas.API,
+    alter_client_quotas.API,
+):
+    _REGISTRY[_api.key] = _api
 
 
-@functools.cache
 def registry() -> dict[int, Api]:
-    """API key -> Api, every module loaded (on first use: the modules import the server)."""
-    apis: dict[int, Api] = {}
-    for name in _MODULES:
-        try:
-            module = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-            continue  # not written yet
-        api: Api = module.API
-        apis[api.key] = api
-    return apis
+    """API key -> Api, for every API this broker serves."""
+    return _REGISTRY
+
+
+def unsupported_version(correlation_id: int) -> list[Any]:
+    """ApiVersions' v0 answer to a version of it this broker does not serve (its response chunks)."""
+    return _API_VERSIONS.unsupported(correlation_id)

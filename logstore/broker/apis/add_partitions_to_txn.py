@@ -24,7 +24,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.transactions import coordinator_of, for_version
 from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic

@@ -31,17 +31,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.apis.describe_configs import (
     BROKER,
     TOPIC,
     broker_resource_error,
     topic_resource_error,
 )
-from logstore.broker.context import RequestContext
+from logstore.broker.context import RequestContext, Services
 from logstore.broker.dynamic_config import alter_broker_config
+from logstore.broker.group_config_resources import alter_group_resource
 from logstore.broker.legacy_topic_configs import checked, split
-from logstore.broker.server import Broker
 from logstore.errors import InvalidConfigError, LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
@@ -61,7 +61,7 @@ def null_values_error(keys: list[str]) -> Outcome:
 
 
 def set_topic_overrides(
-    broker: Broker, name: str, overrides: Mapping[str, Any], validate_only: bool
+    broker: Services, name: str, overrides: Mapping[str, Any], validate_only: bool
 ) -> Outcome:
     """Check ``overrides`` as the topic's whole set (legacy keys included), and install it
     unless ``validate_only``: the Store's keys through the controller, the legacy ones beside."""
@@ -80,19 +80,19 @@ def set_topic_overrides(
     return ErrorCode.none, None
 
 
-def set_legacy(broker: Broker, name: str, legacy: Mapping[str, str]) -> None:
+def set_legacy(broker: Services, name: str, legacy: Mapping[str, str]) -> None:
     """Make ``legacy`` the legacy keys of topic ``name`` (persisted by topic ID)."""
     metadata = broker.metadata
     live = {metadata.topic_id(topic) for topic in metadata.topic_names()}
     broker.legacy_topic_configs.set(metadata.topic_id(name), name, legacy, live)
 
 
-def legacy_of(broker: Broker, name: str) -> dict[str, str]:
+def legacy_of(broker: Services, name: str) -> dict[str, str]:
     """The legacy keys topic ``name`` sets."""
     return broker.legacy_topic_configs.get(broker.metadata.topic_id(name))
 
 
-def alter_broker(broker: Broker, name: str, props: Mapping[str, str], validate_only: bool) -> Outcome:
+def alter_broker(broker: Services, name: str, props: Mapping[str, str], validate_only: bool) -> Outcome:
     """Make ``props`` the dynamic set of BROKER resource ``name``: NONE, or why not."""
     error, message = broker_resource_error(broker, name)
     if error != ErrorCode.none:
@@ -117,8 +117,6 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
         props = {config.name: config.value for config in resource.configs if config.value is not None}
         return alter_broker(broker, name, props, validate_only)
     if resource.resource_type == 32:  # GROUP (KIP-848): logstore/broker/group_config_resources.py
-        from logstore.broker.group_config_resources import alter_group_resource
-
         return alter_group_resource(broker, name, resource.configs, validate_only)
     if resource.resource_type != TOPIC:
         return unsupported_type(resource.resource_type)

@@ -3,7 +3,7 @@
 Clients send it to the controller; any other broker (and a broker alone)
 answers NOT_CONTROLLER. Each partition names its target replicas, or null to
 cancel its reassignment. The controller validates and starts each one
-(:meth:`~logstore.cluster.controller.ZkController.alter_reassignments`: the
+(:meth:`~logstore.broker.controller.ClusterLink.alter_reassignments`: the
 new replicas catch up as followers, then the old ones go) and answers at once,
 per partition: NONE, INVALID_REPLICA_ASSIGNMENT (with Kafka's message),
 UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS. From v1 (KIP-860)
@@ -21,9 +21,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.cluster.controller import ControllerMovedError
+from logstore.broker.controller import NotControllerError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 
@@ -57,7 +57,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         loop = asyncio.get_running_loop()
         try:
             results.update(await loop.run_in_executor(None, link.alter_reassignments, changes))
-        except ControllerMovedError as e:
+        except NotControllerError as e:
             top, top_message = ErrorCode.not_controller, str(e)
     by_topic: dict[str, list[Any]] = {}
     for topic in request.topics:

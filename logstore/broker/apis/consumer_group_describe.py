@@ -20,7 +20,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.groups import ERROR_MESSAGES, coordinator_of
 from logstore.coordinator.group.consumer_group_manager import DescribedPartitions

@@ -25,7 +25,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.groups import await_group_replicated, client_host, coordinator_of, millis
 from logstore.coordinator.group.consumer_membership import HeartbeatRequest, HeartbeatResult

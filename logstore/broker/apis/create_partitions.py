@@ -21,10 +21,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.apis.create_topics import manual_assignment_error
-from logstore.broker.context import RequestContext
-from logstore.broker.server import Broker
+from logstore.broker.context import RequestContext, Services
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
@@ -34,7 +33,7 @@ from logstore.security.acls import ResourceType
 _log = logging.getLogger("logstore.broker")
 
 
-def _grow(broker: Broker, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+def _grow(broker: Services, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
     name, count = topic.name, topic.count
     if not broker.metadata.has_topic(name):
         return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist."

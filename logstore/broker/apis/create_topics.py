@@ -40,12 +40,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.apis.alter_configs import set_legacy
 from logstore.broker.apis.describe_configs import topic_entries
-from logstore.broker.context import RequestContext
+from logstore.broker.context import RequestContext, Services
 from logstore.broker.legacy_topic_configs import checked, split
-from logstore.broker.server import Broker
 from logstore.errors import InvalidArgumentError, InvalidConfigError, LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
@@ -67,7 +66,7 @@ class Refused(Exception):
         self.message = message
 
 
-def manual_assignment_error(broker: Broker, replicas: Any) -> str | None:
+def manual_assignment_error(broker: Services, replicas: Any) -> str | None:
     """Kafka's complaint about one partition's replica list, or None."""
     if not replicas:
         return "The manual partition assignment includes an empty replica list."
@@ -80,7 +79,7 @@ def manual_assignment_error(broker: Broker, replicas: Any) -> str | None:
     return None
 
 
-def _layout(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[int]] | None]:
+def _layout(broker: Services, topic: Any) -> tuple[int, int, dict[int, list[int]] | None]:
     """(partitions, replication factor, manual assignment or None) the request asks for, or Refused."""
     if topic.assignments:
         if topic.replication_factor != -1:
@@ -142,7 +141,7 @@ def _layout(broker: Broker, topic: Any) -> tuple[int, int, dict[int, list[int]] 
 
 
 def _check(
-    broker: Broker, topic: Any
+    broker: Services, topic: Any
 ) -> tuple[int, int, dict[int, list[int]] | None, LogConfig, dict[str, str]]:
     """(partitions, replication factor, manual assignment, config, legacy keys) for a creatable
     topic, or Refused."""
@@ -184,7 +183,7 @@ def _check(
 
 
 def _create(
-    broker: Broker, topic: Any, validate_only: bool
+    broker: Services, topic: Any, validate_only: bool
 ) -> tuple[int, int, LogConfig, uuid.UUID, dict[str, str]]:
     partitions, factor, manual, config, legacy = _check(broker, topic)
     if validate_only:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.apis.describe_acls import NO_AUTHORIZER, acl_filter, unknown_message
 from logstore.broker.context import RequestContext
 from logstore.protocol import NO_THROTTLE, build, codec

@@ -24,9 +24,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
-from logstore.broker.context import RequestContext
-from logstore.broker.server import Broker
+from logstore.broker.api_definition import Api
+from logstore.broker.context import RequestContext, Services
 from logstore.broker.topics import INTERNAL_TOPICS, error_for
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
@@ -36,7 +35,7 @@ from logstore.security.acls import ResourceType
 HIGH_WATERMARK = -1
 
 
-def delete_before(broker: Broker, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
+def delete_before(broker: Services, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
     """(error, low watermark) after deleting the records of one partition below ``offset``."""
     log = broker.replica_manager.find_log(topic, partition)
     if log is None:

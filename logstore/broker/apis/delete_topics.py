@@ -27,9 +27,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
-from logstore.broker.context import RequestContext
-from logstore.broker.server import Broker
+from logstore.broker.api_definition import Api
+from logstore.broker.context import RequestContext, Services
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
@@ -49,7 +48,7 @@ def _requested(ctx: RequestContext, request: Any) -> list[tuple[str | None, uuid
     return [(topic.name, topic.topic_id or _ZERO_UUID) for topic in request.topics]
 
 
-def delete_topic(broker: Broker, name: str) -> tuple[ErrorCode, str | None]:
+def delete_topic(broker: Services, name: str) -> tuple[ErrorCode, str | None]:
     """Delete one topic and everything the broker keeps for it."""
     try:
         partitions = broker.metadata.partitions(name)

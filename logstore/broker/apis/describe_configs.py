@@ -32,12 +32,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.config import TOPIC_SYNONYMS
-from logstore.broker.context import RequestContext
+from logstore.broker.context import RequestContext, Services
 from logstore.broker.dynamic_config import CONFIG_TYPES, DEFAULT_CONFIG, ConfigEntry
+from logstore.broker.group_config_resources import describe_group_resource
 from logstore.broker.legacy_topic_configs import LEGACY_TOPIC_KEYS
-from logstore.broker.server import Broker
 from logstore.errors import InvalidArgumentError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
@@ -52,7 +52,7 @@ DYNAMIC_TOPIC_CONFIG = 1
 BROKER_SYNONYMS = TOPIC_SYNONYMS
 
 
-def _legacy_entry(broker: Broker, name: str, legacy: dict[str, str]) -> ConfigEntry:
+def _legacy_entry(broker: Services, name: str, legacy: dict[str, str]) -> ConfigEntry:
     key = LEGACY_TOPIC_KEYS[name]
     synonyms: list[tuple[str, str | None, int]] = []
     if name in legacy:
@@ -67,7 +67,7 @@ def _legacy_entry(broker: Broker, name: str, legacy: dict[str, str]) -> ConfigEn
 
 
 def topic_entries(
-    broker: Broker, config: LogConfig, legacy: dict[str, str] | None = None
+    broker: Services, config: LogConfig, legacy: dict[str, str] | None = None
 ) -> list[ConfigEntry]:
     """Every topic key of ``config`` (and the legacy keys, ``legacy`` the topic's own values)
     with its source and synonyms, sorted by name."""
@@ -103,17 +103,17 @@ def topic_entries(
     return entries
 
 
-def broker_entries(broker: Broker, name: str) -> list[ConfigEntry]:
+def broker_entries(broker: Services, name: str) -> list[ConfigEntry]:
     """The keys of a BROKER resource (our id: every key; "": the cluster default's), by name."""
     return broker.dynamic_config.describe(name)
 
 
-def legacy_values(broker: Broker, topic: str) -> dict[str, str]:
+def legacy_values(broker: Services, topic: str) -> dict[str, str]:
     """The legacy keys ``topic`` sets (message.format.version, ...)."""
     return broker.legacy_topic_configs.get(broker.metadata.topic_id(topic))
 
 
-def broker_resource_error(broker: Broker, name: str) -> tuple[ErrorCode, str | None]:
+def broker_resource_error(broker: Services, name: str) -> tuple[ErrorCode, str | None]:
     """NONE if a BROKER resource name is ours ("" is the cluster default), else why not."""
     if name == "":
         return ErrorCode.none, None
@@ -129,7 +129,7 @@ def broker_resource_error(broker: Broker, name: str) -> tuple[ErrorCode, str | N
     return ErrorCode.none, None
 
 
-def topic_resource_error(broker: Broker, name: str) -> tuple[ErrorCode, str | None]:
+def topic_resource_error(broker: Services, name: str) -> tuple[ErrorCode, str | None]:
     """NONE if the TOPIC resource exists, else INVALID_TOPIC_EXCEPTION or UNKNOWN_TOPIC_OR_PARTITION."""
     try:
         validate_topic_name(name)
@@ -140,7 +140,7 @@ def topic_resource_error(broker: Broker, name: str) -> tuple[ErrorCode, str | No
     return ErrorCode.none, None
 
 
-def _describe(broker: Broker, resource: Any) -> tuple[ErrorCode, str | None, list[ConfigEntry]]:
+def _describe(broker: Services, resource: Any) -> tuple[ErrorCode, str | None, list[ConfigEntry]]:
     name = resource.resource_name
     if resource.resource_type == TOPIC:
         error, message = topic_resource_error(broker, name)
@@ -154,8 +154,6 @@ def _describe(broker: Broker, resource: Any) -> tuple[ErrorCode, str | None, lis
             return error, message, []
         return ErrorCode.none, None, broker_entries(broker, name)
     if resource.resource_type == 32:  # GROUP (KIP-848): logstore/broker/group_config_resources.py
-        from logstore.broker.group_config_resources import describe_group_resource
-
         return describe_group_resource(broker, name)
     return ErrorCode.invalid_request, f"Unsupported resource type: {resource.resource_type}", []
 

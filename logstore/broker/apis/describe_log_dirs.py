@@ -23,14 +23,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
-from logstore.broker.context import RequestContext
-from logstore.broker.server import Broker
+from logstore.broker.api_definition import Api
+from logstore.broker.context import RequestContext, Services
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 
 
-def _partitions(broker: Broker, topics: Any) -> dict[str, list[tuple[int, int]]]:
+def _partitions(broker: Services, topics: Any) -> dict[str, list[tuple[int, int]]]:
     """topic -> [(partition, size)] of the partitions asked for (None: all)."""
     logs = broker.replica_manager.logs()
     wanted: set[tuple[str, int]] | None = None

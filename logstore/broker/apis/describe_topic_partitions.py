@@ -40,7 +40,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.metadata_cache import NO_LEADER, MetadataCache, PartitionState
 from logstore.broker.topics import INTERNAL_TOPICS

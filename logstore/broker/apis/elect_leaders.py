@@ -4,7 +4,7 @@ Clients send it to the controller (Metadata's controller id). Any other broker,
 and a broker alone (it has no controller), answers NOT_CONTROLLER for every
 partition named, as Kafka's ZooKeeper-mode brokers do; from v2 also as the
 top-level error. The controller runs the election on its worker thread
-(:meth:`~logstore.cluster.controller.ZkController.elect_leaders`): per
+(:meth:`~logstore.broker.controller.ClusterLink.elect_leaders`): per
 partition NONE, ELECTION_NOT_NEEDED (the preferred replica already leads; for
 an unclean election, the leader is alive), PREFERRED_LEADER_NOT_AVAILABLE (the
 preferred replica is down or out of the ISR) or ELIGIBLE_LEADERS_NOT_AVAILABLE
@@ -22,9 +22,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.cluster.controller import PREFERRED, UNCLEAN, ControllerMovedError
+from logstore.broker.controller import PREFERRED, UNCLEAN, NotControllerError
 from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 
@@ -66,7 +66,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         loop = asyncio.get_running_loop()
         try:
             results = await loop.run_in_executor(None, link.elect_leaders, election_type, named)
-        except ControllerMovedError:
+        except NotControllerError:
             top = ErrorCode.not_controller
             results = {key: (ErrorCode.not_controller, None) for key in named or ()}
     return build(

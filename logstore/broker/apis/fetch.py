@@ -30,11 +30,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
-from logstore.broker.context import Deferred, RequestContext
+from logstore.broker.api_definition import Api
+from logstore.broker.context import Deferred, RequestContext, Services
 from logstore.broker.fetch_session import FetchContext, FetchItem, answer
 from logstore.broker.replica_manager import PartitionRead
-from logstore.broker.server import Broker
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, FileRegion, build, codec
 from logstore.security import operations
@@ -45,7 +44,7 @@ SENDFILE_MIN_BYTES = 16 * 1024
 
 
 def _read_all(
-    broker: Broker, request: Any, items: list[FetchItem], upto: str, denied: set[str] | None = None
+    broker: Services, request: Any, items: list[FetchItem], upto: str, denied: set[str] | None = None
 ) -> tuple[list[tuple[FetchItem, PartitionRead]], int, bool]:
     replicas = broker.replica_manager
     remaining = request.max_bytes
@@ -118,7 +117,7 @@ def _denied(ctx: RequestContext, request: Any, items: list[FetchItem]) -> set[st
 
 
 def _count(
-    broker: Broker, topics: list[tuple[str, list[PartitionRead]]], replica: bool, errors: bool
+    broker: Services, topics: list[tuple[str, list[PartitionRead]]], replica: bool, errors: bool
 ) -> None:
     """Metrics: the bytes (and records) sent per topic, and the partitions' error codes."""
     metrics = broker.metrics
@@ -129,7 +128,7 @@ def _count(
             if found is not None and found.segment_read is not None:
                 traffic.fetched(name, found.segment_read.size, found.record_count, replica)
             if errors and read.error:
-                metrics.error(1, read.error)
+                metrics.error(API, read.error)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

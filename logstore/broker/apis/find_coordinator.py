@@ -25,7 +25,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.groups import ERROR_MESSAGES, ensure_offsets_topic
 from logstore.broker.metadata_cache import NO_LEADER

@@ -27,7 +27,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.apis.alter_configs import (
     Outcome,
     alter_broker,
@@ -38,10 +38,10 @@ from logstore.broker.apis.alter_configs import (
     unsupported_type,
 )
 from logstore.broker.apis.describe_configs import BROKER, TOPIC, broker_resource_error, topic_resource_error
-from logstore.broker.context import RequestContext
+from logstore.broker.context import RequestContext, Services
 from logstore.broker.dynamic_config import key_default, key_kind
+from logstore.broker.group_config_resources import incremental_alter_group_resource
 from logstore.broker.legacy_topic_configs import LEGACY_TOPIC_KEYS
-from logstore.broker.server import Broker
 from logstore.storage.config import CONFIG_KEYS
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -87,8 +87,6 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
     if resource.resource_type == BROKER:
         return _alter_broker(broker, name, changes, validate_only)
     if resource.resource_type == 32:  # GROUP (KIP-848): logstore/broker/group_config_resources.py
-        from logstore.broker.group_config_resources import incremental_alter_group_resource
-
         return incremental_alter_group_resource(broker, name, changes, validate_only)
     if resource.resource_type != TOPIC:
         return unsupported_type(resource.resource_type)
@@ -104,7 +102,7 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
     return set_topic_overrides(broker, name, overrides, validate_only)
 
 
-def _alter_broker(broker: Broker, name: str, changes: Any, validate_only: bool) -> Outcome:
+def _alter_broker(broker: Services, name: str, changes: Any, validate_only: bool) -> Outcome:
     """Apply the operations to the dynamic set of BROKER resource ``name``, then install it."""
     error, message = broker_resource_error(broker, name)
     if error != ErrorCode.none:

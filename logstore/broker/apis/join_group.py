@@ -25,7 +25,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.context import Deferred, RequestContext
 from logstore.broker.groups import client_host, coordinator_of, millis
 from logstore.protocol import NO_THROTTLE, build, codec

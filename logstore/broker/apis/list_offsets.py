@@ -13,10 +13,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
-from logstore.broker.context import RequestContext
+from logstore.broker.api_definition import Api
+from logstore.broker.context import RequestContext, Services
 from logstore.broker.partition import Partition
-from logstore.broker.server import Broker
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
@@ -26,7 +25,7 @@ from logstore.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMES
 
 
 def _lookup(
-    broker: Broker,
+    broker: Services,
     topic: str,
     index: int,
     timestamp: int,

@@ -18,9 +18,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.cluster.controller import ControllerMovedError
+from logstore.broker.controller import NotControllerError
 from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 
@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         loop = asyncio.get_running_loop()
         try:
             found = await loop.run_in_executor(None, link.list_reassignments, named)
-        except ControllerMovedError as e:
+        except NotControllerError as e:
             error, message = ErrorCode.not_controller, str(e)
     by_topic = group_by_topic(
         (topic, build(module.OngoingPartitionReassignment, partition_index=partition, replicas=replicas,

@@ -31,17 +31,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
-from logstore.broker.context import RequestContext
-from logstore.broker.groups import Ticket, await_group_replicated, coordinator_of, offsets_appender_of
-from logstore.broker.server import Broker
+from logstore.broker.api_definition import Api
+from logstore.broker.context import RequestContext, Services
+from logstore.broker.groups import await_group_replicated, coordinator_of, offsets_appender_of
+from logstore.broker.offsets_appender import Ticket
 from logstore.coordinator.group.offsets import OffsetCommit, PreparedCommit
 from logstore.protocol import EMPTY_TAGS, DeferredBody, RawBody, wire_count, wire_string
 from logstore.security import operations
 from logstore.security.acls import ResourceType
 
 
-def topic_name(broker: Broker, topic: Any, by_id: bool) -> tuple[str | None, int, ErrorCode]:
+def topic_name(broker: Services, topic: Any, by_id: bool) -> tuple[str | None, int, ErrorCode]:
     """A request's topic (by ID from v10) as (name, partition count), or None, 0 and why not."""
     metadata = broker.metadata
     if by_id:
@@ -114,7 +114,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return DeferredBody(lambda: _encode(version, request, names, errors, _answers(prepared, ticket.result())))
 
 
-async def _replicated(broker: Broker, group_id: str, ticket: Ticket) -> ErrorCode:
+async def _replicated(broker: Services, group_id: str, ticket: Ticket) -> ErrorCode:
     """The commit's batch appended (at the end of this loop pass, with the pass's other commits),
     then replicated to the ISR (:func:`await_group_replicated`). A commit acknowledged so survives
     its coordinator's failover; one that failed may still be read back (it is in the leader's

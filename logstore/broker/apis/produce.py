@@ -19,7 +19,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api, produce_codec
+from logstore.broker.api_definition import Api
+from logstore.broker.apis import produce_codec
 from logstore.broker.context import Deferred, RequestContext
 from logstore.broker.replica_manager import AppendResult, Opening
 from logstore.broker.txn_verification import produce_error
@@ -74,7 +75,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if result.required_offset >= 0:
                 waiting.append((topic.name, data.index, result))
             elif result.error:
-                ctx.broker.metrics.error(0, result.error)
+                ctx.broker.metrics.error(API, result.error)
         responses.append((topic.name, partitions))
     if waiting:  # acks=-1 on a replicated partition: every append first, then one wait for all
         # The appends are done: the requests behind this one go on while it waits (context.py).
@@ -93,7 +94,7 @@ async def _replicated(
     await ctx.broker.replica_manager.await_replication(waiting, request.timeout.total_seconds())
     for _, _, result in waiting:
         if result.error:
-            ctx.broker.metrics.error(0, result.error)
+            ctx.broker.metrics.error(API, result.error)
     return _answer(ctx, acks, responses)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.context import Deferred, RequestContext
 from logstore.broker.groups import await_group_replicated, coordinator_of
 from logstore.coordinator.group.classic_group import SyncResult

@@ -17,9 +17,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.apis import Api
+from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.transactions import write_markers_here
+from logstore.broker.transaction_io import write_markers_here
 from logstore.protocol import build, codec, group_by_topic
 from logstore.security import operations
 

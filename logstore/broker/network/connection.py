@@ -29,16 +29,18 @@ import logging
 import os
 import time
 import typing
-from typing import Any
+from collections.abc import MutableSet
+from typing import Any, Protocol
 
-from logstore.broker.dispatch import Answer
+from logstore.broker.config import BrokerConfig
+from logstore.broker.connection_limits import ConnectionLimits
+from logstore.broker.dispatch import Answer, Dispatcher
+from logstore.broker.metrics import BrokerMetrics
 from logstore.protocol import DeferredFrame, FileRegion, ProtocolError
 from logstore.protocol.framing import Frame, FrameReader, FrameSizeError
 from logstore.security import ANONYMOUS, KafkaPrincipal
-
-if typing.TYPE_CHECKING:  # interim: the connection's narrow view of the broker (issue 23)
-    from logstore.broker.server import Broker
-    from logstore.security.sasl import SaslSession
+from logstore.security.listeners import BrokerSecurity
+from logstore.security.sasl import SaslSession
 
 _log = logging.getLogger("logstore.broker")
 
@@ -61,11 +63,37 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+class Host(Protocol):
+    """What a connection uses of the broker that accepted it (the Broker)."""
+
+    native_sendfile: bool  # False once the loop turned out to lack sendfile (uvloop)
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def connections(self) -> MutableSet[Connection]:
+        """The open connections (the idle reaper and close walk them)."""
+        ...
+
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+
+    @property
+    def security(self) -> BrokerSecurity: ...
+
+    @property
+    def connection_limits(self) -> ConnectionLimits: ...
+
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+
 class Connection(asyncio.BufferedProtocol):
     """One client connection: frames in (see framing.py), responses out in request order."""
 
     def __init__(
-        self, broker: Broker, listener_name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT"
+        self, broker: Host, listener_name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT"
     ) -> None:
         self.broker = broker
         self.transport: asyncio.Transport | None = None
