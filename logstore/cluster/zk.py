@@ -36,11 +36,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.protocol.connection import ConnectionHandler
+from kazoo.protocol.serialization import Connect
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 
 from logstore.errors import LogstoreError
+
+HANDSHAKE_MIN_S = 1.0
+
+
+class _QuickHandshake(ConnectionHandler):
+    """kazoo's connection, with the session handshake's wait cut to ``handshake_s`` seconds."""
+
+    handshake_s = HANDSHAKE_MIN_S
+
+    def _invoke(self, timeout: float, request: Any, xid: int | None = None) -> Any:
+        if isinstance(request, Connect):
+            timeout = min(timeout, self.handshake_s)
+        return super()._invoke(timeout, request, xid)
+
 
 _log = logging.getLogger("logstore.cluster")
 
@@ -265,6 +281,12 @@ class KafkaZkClient:
         # without a useful cap) can wait past it and lose the session (the ZooKeeper-restart test).
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0)
         self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000, connection_retry=retry)
+        # kazoo waits session_timeout / hosts for a server's answer to the session handshake: a
+        # connection that lands on a server still starting (accepted, never answered) used it all
+        # and lost the session (the ZooKeeper-restart test). A short handshake tries again soon.
+        handshake_s = max(HANDSHAKE_MIN_S, session_timeout_ms / 1000 / 10)
+        self.zk._connection.__class__ = _QuickHandshake
+        self.zk._connection.handshake_s = handshake_s
         self._state_listeners: list[Callable[[KazooState], None]] = []
 
     # -- session -------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
+import socket
 import subprocess
 import sys
 import threading
@@ -207,6 +209,31 @@ def test_zookeeper_down_at_start_is_a_clear_error_after_retries(caplog: pytest.L
     assert 2.0 <= time.monotonic() - started < 15
     retries = [r for r in caplog.records if "does not answer" in r.getMessage()]
     assert len(retries) >= 2  # it retried, with backoff, before giving up
+
+
+def test_a_server_that_never_answers_the_handshake_is_left_within_seconds() -> None:
+    """A connection accepted but never answered (a ZooKeeper still starting) is given up after
+    about a second and tried again, not after the whole session timeout (kazoo's own wait, which
+    lost sessions across a ZooKeeper restart): in 5 s with a 10 s session, several attempts."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    silent.settimeout(0.2)
+    accepted: list[socket.socket] = []
+    client = KafkaZkClient(f"127.0.0.1:{silent.getsockname()[1]}", session_timeout_ms=10_000)
+    client.zk.start_async()  # kazoo's own connection loop, as after a lost connection
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                accepted.append(silent.accept()[0])
+    finally:
+        client.zk.stop()
+        client.zk.close()
+        for connection in accepted:
+            connection.close()
+        silent.close()
+    assert len(accepted) >= 3, len(accepted)
 
 
 def test_a_restarted_zookeeper_keeps_every_znode(tmp_path: pathlib.Path) -> None:
