@@ -49,6 +49,7 @@ class Paced:
     failed: int
     seconds: float
     latencies_ms: list[float]
+    broker_cpu: float = 0.0  # the brokers' CPU seconds over the phase, all three together
 
     @property
     def rate(self) -> float:
@@ -61,7 +62,9 @@ class Paced:
         return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def paced_produce(bootstrap: str, topic: str, acks: str, rate: int, seconds: float, label: str) -> Paced:
+def paced_produce(
+    bootstrap: str, topic: str, acks: str, rate: int, seconds: float, label: str, brokers: Sequence[Broker] = ()
+) -> Paced:
     """Offer ``rate`` records/s for ``seconds`` (bounded: rate x seconds records), then drain."""
     from confluent_kafka import Producer
 
@@ -85,6 +88,7 @@ def paced_produce(bootstrap: str, topic: str, acks: str, rate: int, seconds: flo
     producer.list_topics(topic, timeout=10)  # connected, metadata known: the clock starts after
     value = os.urandom(RECORD_BYTES)
     total = int(rate * seconds)
+    cpu_before = sum(broker.cpu_seconds() for broker in brokers)
     started = time.monotonic()
     for i in range(total):
         due = started + i / rate
@@ -98,10 +102,13 @@ def paced_produce(bootstrap: str, topic: str, acks: str, rate: int, seconds: flo
             producer.poll(0)
     producer.flush(DRAIN_TIMEOUT_S)
     delivered = len(latencies)
-    phase = Paced(label, total, delivered, failed[0], (last[0] or time.monotonic()) - started, latencies)
+    elapsed = (last[0] or time.monotonic()) - started
+    cpu = sum(broker.cpu_seconds() for broker in brokers) - cpu_before
+    phase = Paced(label, total, delivered, failed[0], elapsed, latencies, cpu)
     print(
         f"  {label}: offered {rate:,}/s, achieved {phase.rate:,.0f}/s, p50 {phase.percentile(50):.1f} ms, "
-        f"p99 {phase.percentile(99):.1f} ms, {phase.failed} failed",
+        f"p99 {phase.percentile(99):.1f} ms, {phase.failed} failed; brokers' CPU "
+        f"{cpu / elapsed:.2f} cores",
         file=sys.stderr,
     )
     return phase
@@ -140,19 +147,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             for acks, out in (("1", ones), ("all", alls)):
                 topic = f"r{run}-{acks}"
                 create_topic(everywhere[0], topic, 3, everywhere)
-                out.append(paced_produce(bootstrap, topic, acks, args.rate, args.seconds, f"acks={acks}"))
+                out.append(paced_produce(
+                    bootstrap, topic, acks, args.rate, args.seconds, f"acks={acks}", list(brokers.values())
+                ))  # fmt: skip
         for phase in ones + alls:
             if phase.failed or phase.delivered != phase.offered:
                 raise BenchError(f"{phase.label}: {phase.delivered} of {phase.offered} delivered")
         one = statistics.median(p.rate for p in ones)
         every = statistics.median(p.rate for p in alls)
         print(f"\n| RF=3, 3 brokers, linger.ms=0, {args.rate:,} records/s offered ({args.runs} runs, medians) "
-              "| achieved | p50 | p99 |\n|---|---|---|---|")  # fmt: skip
+              "| achieved | p50 | p99 | brokers' CPU |\n|---|---|---|---|---|")  # fmt: skip
         for name, phases in (("acks=1", ones), ("acks=all", alls)):
             rate = statistics.median(p.rate for p in phases)
             p50 = statistics.median(p.percentile(50) for p in phases)
             p99 = statistics.median(p.percentile(99) for p in phases)
-            print(f"| {name} | {rate:,.0f}/s | {p50:.1f} ms | {p99:.1f} ms |")
+            cores = statistics.median(p.broker_cpu / p.seconds for p in phases)
+            print(f"| {name} | {rate:,.0f}/s | {p50:.1f} ms | {p99:.1f} ms | {cores:.2f} cores |")
         print(f"\nacks=all / acks=1: **{every / one:.2f}x** (bar >= 0.9x, p99 <= 100 ms)")
         return 0
     finally:
