@@ -64,7 +64,11 @@ static int batch_walk_records(const uint8_t *buf, const ls_batch_t *batch, ls_ba
         if (r.timestamp_delta > delta_max) delta_max = r.timestamp_delta;
     }
     if (p != end) return LS_ERR_CORRUPT;
-    if (info != NULL && batch->record_count > 0) {
+    if (info != NULL && (batch->attributes & LS_ATTR_TIMESTAMP_LOG_APPEND)) {
+        /* LogAppendTime: every record's timestamp is the batch's max (as the decoders say). */
+        info->record_timestamp_min = info->record_timestamp_max = batch->timestamp_max;
+        info->keyless_count = (int32_t)keyless;
+    } else if (info != NULL && batch->record_count > 0) {
         /* As the decoders: base + delta, wrapping (a producer's garbage is not UB). */
         info->record_timestamp_min = (int64_t)((uint64_t)batch->timestamp_base + (uint64_t)delta_min);
         info->record_timestamp_max = (int64_t)((uint64_t)batch->timestamp_base + (uint64_t)delta_max);

@@ -17,6 +17,13 @@ fetches at, and when it was last caught up) and from them:
   ``replica.lag.time.max.ms`` is removed. Both go to the controller
   (AlterPartition); one change in flight at a time.
 
+As **leader** it appends a producer's records (:meth:`Partition.append_as_leader`,
+Kafka's ``appendRecordsToLeader``): acks=-1 needs ``min.insync.replicas``
+replicas in the ISR (NOT_ENOUGH_REPLICAS), then storage's validator
+(:mod:`logstore.storage.validator`: one C scan of the batch), its producer
+state (:mod:`logstore.storage.producer_state`: sequences, epochs,
+transactions) and the Log's append, all from that one scan.
+
 As **follower** it holds no progress; the replica fetcher appends to its
 log and moves its HW to the leader's (capped at its own log end).
 
@@ -32,13 +39,58 @@ rebuilt from the Log.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import struct
+from typing import Any
+
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.metadata_cache import PartitionState
-from logstore.broker.producers import PartitionProducers
+from logstore.broker.txn_verification import NOT_ADDED
+from logstore.errors import InvalidRecordError, LogstoreError
+from logstore.protocol.errors import error_for
+from logstore.records.batch import ATTR_TRANSACTIONAL
+from logstore.storage import validator
 from logstore.storage.log import Log
+from logstore.storage.producer_state import NONE, ProducerStateManager, last_sequence
+from logstore.storage.validator import ScannedBatches
+
+_log = logging.getLogger("logstore.broker")
 
 UNKNOWN_OFFSET = -1
+_MAX_TIMESTAMP_AT = 35
+_TIMESTAMP = struct.Struct(">q")
+_OPENINGS_KEPT = 16  # validations kept from needs_verification for the appends that follow
+
+
+class AppendResult:
+    """One partition's answer to an append: Kafka's ``PartitionResponse``."""
+
+    __slots__ = (
+        "append_time", "base_offset", "error", "log_start", "message", "record_errors", "records_appended",
+        "required_offset", "size_appended",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        error: ErrorCode,
+        base_offset: int = -1,
+        append_time: int = -1,
+        log_start: int = -1,
+        message: str | None = None,
+        record_errors: tuple[tuple[int, str | None], ...] = (),
+    ) -> None:
+        self.error = error
+        self.base_offset = base_offset
+        self.append_time = append_time
+        self.log_start = log_start
+        self.message = message
+        # KIP-467: (index of the record in its batch, why) for each record that made the batch fail.
+        self.record_errors = record_errors
+        self.required_offset = -1  # acks=-1 when replicated: the HW this append waits for
+        self.size_appended = 0  # bytes and records written (metrics); 0 for a refusal or a duplicate
+        self.records_appended = 0
 
 
 class ReplicaProgress:
@@ -71,6 +123,7 @@ class Partition:
 
     __slots__ = (
         "_producers",
+        "_validated",
         "index",
         "is_leader",
         "leader_epoch_start",
@@ -105,7 +158,9 @@ class Partition:
         self.remotes: dict[int, ReplicaProgress] = {}
         self.pending_isr: tuple[int, ...] | None = None  # an AlterPartition in flight
         self.leader_epoch_start = UNKNOWN_OFFSET
-        self._producers: PartitionProducers | None = None
+        self._producers: ProducerStateManager | None = None
+        # id(records) -> (records, their scan): needs_verification's validations, for the append.
+        self._validated: dict[int, tuple[object, ScannedBatches]] = {}
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else "follower"
@@ -128,11 +183,133 @@ class Partition:
         return self.log.log_end_offset
 
     @property
-    def producers(self) -> PartitionProducers:
-        """The idempotence state, rebuilt from the log on first use. O(log's producer batches) once."""
+    def producers(self) -> ProducerStateManager:
+        """The producer state, rebuilt from the log on first use. O(log's producer batches) once."""
         if self._producers is None:
-            self._producers = PartitionProducers.rebuild(self.log, self.producer_id_expiration_ms)
+            self._producers = ProducerStateManager.rebuild(self.log, self.producer_id_expiration_ms)
         return self._producers
+
+    # -- appends (as leader) ---------------------------------------------------
+
+    def validate(self, records: bytes | memoryview | None) -> ScannedBatches:
+        """Storage's validator on a producer's records (one C scan); raises its refusals."""
+        return validator.validate_from_client(records, self.log.config, f"{self.topic}-{self.index}")
+
+    def opening(self, records: bytes | memoryview | None) -> tuple[int, int] | None:
+        """(producer id, epoch) when ``records`` is a valid transactional batch that would open its
+        producer's transaction here (KIP-890: verified with the coordinator first), else None
+        (an invalid batch too: the append reports it). The validation is kept for the append of
+        the same ``records``, so their bytes are scanned once. O(batch) in C."""
+        try:
+            scanned = self.validate(records)
+        except LogstoreError:
+            return None
+        batch = scanned.first
+        if not batch.attributes & ATTR_TRANSACTIONAL or batch.producer_id < 0:
+            return None
+        if self.has_open_transaction(batch.producer_id, batch.producer_epoch):
+            return None
+        kept = self._validated
+        if len(kept) >= _OPENINGS_KEPT:  # refused verifications never append: forget the oldest
+            del kept[next(iter(kept))]
+        kept[id(records)] = (records, scanned)
+        return batch.producer_id, batch.producer_epoch
+
+    def has_open_transaction(self, producer_id: int, epoch: int) -> bool:
+        """Kafka's ``hasOngoingTransaction``: the producer has a transaction open here, at this epoch."""
+        return self.producers.ongoing(producer_id, epoch, self.log.transactions.open)
+
+    async def append_as_leader(
+        self, records: bytes | memoryview | None, acks: int, replicated: bool, guard: object | None = None
+    ) -> AppendResult:
+        """Kafka's ``appendRecordsToLeader``: a producer's batch, checked and appended (see the
+        module doc). ``replicated``: batches carry the leader epoch and acks=-1 sets the offset
+        to wait for. ``guard``: the batch opens a transaction its coordinator confirmed (see
+        :meth:`ProducerStateManager.validate`). With ``flush.messages=1`` the write and its
+        fsync run in the default executor."""
+        log = self.log
+        config = log.config
+        in_sync = len(self.state.isr)
+        if acks == -1 and config.min_insync_replicas > in_sync:
+            return AppendResult(
+                ErrorCode.not_enough_replicas,
+                message=f"{in_sync} replica(s) in sync, min.insync.replicas={config.min_insync_replicas}",
+            )
+        kept = self._validated.pop(id(records), None) if self._validated else None
+        try:
+            scanned = kept[1] if kept is not None and kept[0] is records else self.validate(records)
+        except LogstoreError as e:
+            errors = e.record_errors if isinstance(e, InvalidRecordError) else ()
+            return AppendResult(error_for(e), message=str(e), record_errors=errors)
+        batch = scanned.first
+        state = None
+        if batch.producer_id >= 0:
+            state = self.producers
+            open_ids = log.transactions.open if guard is not None else ()
+            code, duplicate = state.validate(batch, guard, open_ids)
+            if code != NONE:
+                return self._refused(ErrorCode(code), batch, replicated)
+            if duplicate is not None:  # a retry: its first append's offset, once replicated as acks asks
+                result = AppendResult(ErrorCode.none, duplicate.first_offset, -1, log.log_start_offset)
+                if acks == -1 and replicated:
+                    result.required_offset = duplicate.last_offset + 1
+                return result
+        epoch = self.leader_epoch if replicated else -1
+        try:
+            if config.flush_messages == 1:
+                loop = asyncio.get_running_loop()
+                info = await loop.run_in_executor(None, log.append_batch, scanned.data, epoch, True, scanned)
+            else:
+                info = log.append_batch(scanned.data, epoch, True, scanned)
+        except (LogstoreError, OSError) as e:
+            code = error_for(e)
+            if code in (ErrorCode.unknown_server_error, ErrorCode.kafka_storage_error):
+                _log.error("append to %s-%d failed: %s", self.topic, self.index, e)
+            return AppendResult(code, message=str(e))
+        if state is not None:
+            state.appended(batch, info.first_offset, info.last_offset, guard)
+        self.check_offsets()
+        if replicated:
+            self.maybe_advance_high_watermark()
+        append_time = -1
+        if config.message_timestamp_type == "LogAppendTime":
+            (append_time,) = _TIMESTAMP.unpack_from(scanned.data, _MAX_TIMESTAMP_AT)
+        result = AppendResult(ErrorCode.none, info.first_offset, append_time, log.log_start_offset)
+        result.size_appended = int(batch.size)
+        result.records_appended = int(batch.record_count)
+        if acks == -1 and replicated:
+            result.required_offset = info.last_offset + 1
+        return result
+
+    def _refused(self, error: ErrorCode, batch: Any, replicated: bool) -> AppendResult:
+        """A batch the producer state refused (a sequence or epoch error, or INVALID_TXN_STATE)."""
+        log_start = self.log.log_start_offset
+        if error == ErrorCode.invalid_txn_state:
+            # The transaction ended (a marker) while its coordinator was asked: this batch is late.
+            return AppendResult(error, log_start=log_start, message=NOT_ADDED)
+        producer_id, epoch = batch.producer_id, batch.producer_epoch
+        entry = self.producers.entries.get(producer_id)
+        last = entry.batches[-1] if entry is not None and entry.batches else None
+        if (
+            error == ErrorCode.out_of_order_sequence_number
+            and replicated
+            and last is not None
+            and last.last_offset < self.leader_epoch_start
+        ):
+            # A gap before this leadership's first batch from the producer: its earlier
+            # batches were refused while this broker was not yet the leader (they come
+            # again, in order). librdkafka takes OUT_OF_ORDER_SEQUENCE for "bump the
+            # epoch and send everything again", and duplicated a batch that an earlier
+            # leader had written (the 1,000-fault run); NOT_LEADER_OR_FOLLOWER makes it
+            # resend from its first unacknowledged batch instead.
+            error = ErrorCode.not_leader_or_follower
+        first = batch.base_sequence
+        last_seq = last_sequence(first, batch.last_offset_delta)
+        _log.info(
+            "%s-%d: %s for producer %d epoch %d sequences %d-%d (last appended: %s)",
+            self.topic, self.index, error.name, producer_id, epoch, first, last_seq, last,
+        )  # fmt: skip
+        return AppendResult(error, log_start=log_start)
 
     def check_offsets(self) -> None:
         """Assert ``log_start_offset <= high_watermark <= log_end_offset``."""
@@ -161,6 +338,7 @@ class Partition:
         self.pending_isr = None
         # Followers append without keeping producer state: rebuilt from the log on first use.
         self._producers = None
+        self._validated.clear()
         if self.log.latest_epoch < state.leader_epoch:
             self.log.assign_epoch(state.leader_epoch)  # Kafka's maybeAssignEpochStartOffset
         self.leader_epoch_start = self.log.log_end_offset
