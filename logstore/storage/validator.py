@@ -57,7 +57,10 @@ LOG_OVERHEAD = 12
 _MAGIC_AT = 16
 _LENGTH = struct.Struct(">i")  # batch length, at byte 8
 UNBOUNDED_MS = 2**62  # message.timestamp.before.max.ms at or above this: no limit (Kafka's default is Long.MAX)
-_BATCHES_CAP = 8  # per-batch slots a scan starts with; more batches scan again with room for all
+# Per-batch slots a scan starts with: 8, and one per KiB of data (80 bytes each), so that only
+# many batches under 1 KiB outrun them (the scan then runs again with a slot per 61 bytes).
+_BATCHES_CAP = 8
+_BYTES_PER_SLOT = 1024
 CLIENT_FLAGS = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS
 _NO_INDEX = (ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, 0)
 
@@ -78,7 +81,8 @@ class ScannedBatches:
 
     @property
     def first(self) -> Any:
-        """The first batch's ``ls_batch_info_t`` (a produce request's one batch)."""
+        """The first batch's ``ls_batch_info_t`` (a produce request's one batch): a view into
+        ``batches``, valid while this object lives (keep it, not just the view)."""
         return self.batches[0]
 
     def has_transactional_or_control(self) -> bool:
@@ -87,12 +91,15 @@ class ScannedBatches:
         return any(self.batches[i].attributes & mask for i in range(self.count))
 
 
-def scan_batches(data: Any, flags: int, leader_epoch_max: int = -1, cap: int = _BATCHES_CAP) -> tuple[Any, Any]:
-    """The one native scan of ``data`` with per-batch output: (``ls_scan_t``, ``ls_batch_info_t[]``).
+def scan_batches(data: Any, flags: int, leader_epoch_max: int = -1, cap: int | None = None) -> tuple[Any, Any]:
+    """The one native scan of ``data`` with per-batch output: (``ls_scan_t``, ``ls_batch_info_t[]``),
+    with ``cap`` slots (default: by size, see ``_BATCHES_CAP``).
 
     Raises only for bad arguments; the scan's ``stop`` says where and why it stopped."""
     buf = ffi.from_buffer(data)
     size = len(buf)
+    if cap is None:
+        cap = _BATCHES_CAP + size // _BYTES_PER_SLOT
     for _ in range(2):
         state = ffi.new("ls_scan_t *")
         batches = ffi.new("ls_batch_info_t[]", cap)
