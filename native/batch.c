@@ -64,17 +64,15 @@ static int batch_walk_records(const uint8_t *buf, const ls_batch_t *batch, ls_ba
         if (r.timestamp_delta > delta_max) delta_max = r.timestamp_delta;
     }
     if (p != end) return LS_ERR_CORRUPT;
-    if (info != NULL && (batch->attributes & LS_ATTR_TIMESTAMP_LOG_APPEND)) {
+    if (info == NULL) return LS_OK;
+    info->keyless_count = (int32_t)keyless;
+    if (batch->attributes & LS_ATTR_TIMESTAMP_LOG_APPEND) {
         /* LogAppendTime: every record's timestamp is the batch's max (as the decoders say). */
         info->record_timestamp_min = info->record_timestamp_max = batch->timestamp_max;
-        info->keyless_count = (int32_t)keyless;
-    } else if (info != NULL && batch->record_count > 0) {
+    } else if (batch->record_count > 0) {
         /* As the decoders: base + delta, wrapping (a producer's garbage is not UB). */
         info->record_timestamp_min = (int64_t)((uint64_t)batch->timestamp_base + (uint64_t)delta_min);
         info->record_timestamp_max = (int64_t)((uint64_t)batch->timestamp_base + (uint64_t)delta_max);
-        info->keyless_count = (int32_t)keyless;
-    } else if (info != NULL) {
-        info->keyless_count = 0;
     }
     return LS_OK;
 }
@@ -132,6 +130,18 @@ static int scan_check_offsets(const ls_scan_t *scan, int64_t base, int64_t last)
 
 /* A clean stop of an LS_SCAN_LIMITS scan (internal: never a status). */
 #define LS_SCAN_STOPPED 1
+#define LS_ATTR_IS_CONTROL 0x20
+
+/* Kafka's LogValidator.validateBatch for a client's v2 batch. */
+static int batch_check_client(const uint8_t *buf, const ls_batch_t *batch) {
+    if (batch->record_count <= 0 || (int64_t)batch->record_count != (int64_t)batch->last_offset_delta + 1)
+        return LS_ERR_INVALID;
+    if (batch->attributes & LS_ATTR_IS_CONTROL) return LS_ERR_INVALID;
+    int64_t producer_id = (int64_t)ls_load_u64be(buf + LS_POS_PRODUCER_ID);
+    int32_t base_sequence = (int32_t)ls_load_u32be(buf + LS_POS_BASE_SEQUENCE);
+    if (producer_id >= 0 && base_sequence < 0) return LS_ERR_INVALID;
+    return LS_OK;
+}
 
 static int scan_check_batch(const uint8_t *buf, int64_t len, ls_scan_t *scan,
                             ls_batch_t *batch, ls_batch_info_t *info) {
@@ -168,6 +178,10 @@ static int scan_check_batch(const uint8_t *buf, int64_t len, ls_scan_t *scan,
         info->keyless_count = -1;
         info->producer_epoch = (int16_t)ls_load_u16be(buf + LS_POS_PRODUCER_EPOCH);
         info->attributes = batch->attributes;
+    }
+    if (scan->flags & LS_SCAN_CLIENT) {
+        rc = batch_check_client(buf, batch);
+        if (rc != LS_OK) return rc;
     }
     if ((scan->flags & LS_SCAN_RECORDS) && (batch->attributes & LS_ATTR_COMPRESSION_MASK) == 0) {
         rc = batch_walk_records(buf, batch, (scan->flags & LS_SCAN_FIELDS) ? info : NULL);

@@ -21,7 +21,8 @@ enum {
     LS_ERR_CAPACITY = -4,   /* caller's output array or buffer too small */
     LS_ERR_ARGUMENT = -5,   /* an argument outside its documented range */
     LS_ERR_NOT_FOUND = -6,  /* no batch satisfies the search */
-    LS_ERR_OFFSET = -7      /* offsets not increasing, or beyond u32 of base */
+    LS_ERR_OFFSET = -7,     /* offsets not increasing, or beyond u32 of base */
+    LS_ERR_INVALID = -8     /* a client's batch Kafka refuses (LS_SCAN_CLIENT) */
 };
 
 enum {
@@ -40,8 +41,12 @@ enum {
     LS_SCAN_EPOCH = 16,    /* leader epochs non-decreasing, at most leader_epoch_max */
     LS_SCAN_FIELDS = 32,   /* with LS_SCAN_RECORDS: per uncompressed batch, its records'
                             * null keys and smallest and largest timestamps (ls_batch_info_t) */
-    LS_SCAN_LIMITS = 64    /* stop cleanly before a batch whose base offset is at or past
+    LS_SCAN_LIMITS = 64,   /* stop cleanly before a batch whose base offset is at or past
                             * offset_limit, or (after the first) one that would pass bytes_max */
+    LS_SCAN_CLIENT = 128   /* a producer's batches (Kafka's validateBatch), LS_ERR_INVALID when
+                            * the record count is not positive or not last offset delta + 1, for
+                            * a control batch, or a producer id with a negative base sequence;
+                            * the batch's ls_batch_info_t is filled for the message */
 };
 
 /* One batch as the scan saw it (ls_scan_t.batches): what validation, producer

@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -52,8 +51,8 @@ from logstore.errors import InvalidRecordError, LogstoreError
 from logstore.protocol.errors import error_for
 from logstore.records.batch import ATTR_TRANSACTIONAL
 from logstore.storage import validator
-from logstore.storage.log import Log
-from logstore.storage.producer_state import NONE, ProducerStateManager, last_sequence
+from logstore.storage.log import AppendInfo, Log
+from logstore.storage.producer_state import NONE, ProducerBatch, ProducerStateManager
 from logstore.storage.validator import ScannedBatches
 
 _log = logging.getLogger("logstore.broker")
@@ -62,6 +61,8 @@ UNKNOWN_OFFSET = -1
 _MAX_TIMESTAMP_AT = 35
 _TIMESTAMP = struct.Struct(">q")
 _OPENINGS_KEPT = 16  # validations kept from needs_verification for the appends that follow
+# What a checked batch's write needs: its scan, the producer state and its fields, the leader epoch.
+_Prepared = tuple[ScannedBatches, ProducerStateManager | None, ProducerBatch | None, int]
 
 
 class AppendResult:
@@ -219,14 +220,45 @@ class Partition:
         """Kafka's ``hasOngoingTransaction``: the producer has a transaction open here, at this epoch."""
         return self.producers.ongoing(producer_id, epoch, self.log.transactions.open)
 
-    async def append_as_leader(
+    def append_as_leader(
         self, records: bytes | memoryview | None, acks: int, replicated: bool, guard: object | None = None
     ) -> AppendResult:
         """Kafka's ``appendRecordsToLeader``: a producer's batch, checked and appended (see the
-        module doc). ``replicated``: batches carry the leader epoch and acks=-1 sets the offset
-        to wait for. ``guard``: the batch opens a transaction its coordinator confirmed (see
-        :meth:`ProducerStateManager.validate`). With ``flush.messages=1`` the write and its
-        fsync run in the default executor."""
+        module doc), on the caller's thread. ``replicated``: batches carry the leader epoch and
+        acks=-1 sets the offset to wait for. ``guard``: the batch opens a transaction its
+        coordinator confirmed (see :meth:`ProducerStateManager.validate`). A log with
+        ``flush.messages=1`` is for :meth:`append_as_leader_durably`."""
+        prepared = self._prepare_append(records, acks, replicated, guard)
+        if isinstance(prepared, AppendResult):
+            return prepared
+        scanned, epoch = prepared[0], prepared[3]
+        try:
+            appended = self.log.append_batch(scanned.data, epoch, True, scanned)
+        except (LogstoreError, OSError) as e:
+            return self._append_failed(e)
+        return self._append_done(prepared, appended, acks, replicated, guard)
+
+    async def append_as_leader_durably(
+        self, records: bytes | memoryview | None, acks: int, replicated: bool, guard: object | None = None
+    ) -> AppendResult:
+        """:meth:`append_as_leader` with the write and its fsync (``flush.messages=1``) in the
+        default executor, off the event loop; the checks and producer state stay on it."""
+        prepared = self._prepare_append(records, acks, replicated, guard)
+        if isinstance(prepared, AppendResult):
+            return prepared
+        scanned, epoch = prepared[0], prepared[3]
+        loop = asyncio.get_running_loop()
+        try:
+            appended = await loop.run_in_executor(None, self.log.append_batch, scanned.data, epoch, True, scanned)
+        except (LogstoreError, OSError) as e:
+            return self._append_failed(e)
+        return self._append_done(prepared, appended, acks, replicated, guard)
+
+    def _prepare_append(
+        self, records: bytes | memoryview | None, acks: int, replicated: bool, guard: object | None
+    ) -> AppendResult | _Prepared:
+        """The checks before the write: min.insync.replicas, the validator, the producer state.
+        An AppendResult when the batch is refused or a duplicate, else what the write needs."""
         log = self.log
         config = log.config
         in_sync = len(self.state.isr)
@@ -241,53 +273,57 @@ class Partition:
         except LogstoreError as e:
             errors = e.record_errors if isinstance(e, InvalidRecordError) else ()
             return AppendResult(error_for(e), message=str(e), record_errors=errors)
-        batch = scanned.first
-        state = None
-        if batch.producer_id >= 0:
+        info = scanned.first
+        state = producer = None
+        if info.producer_id >= 0:
             state = self.producers
+            producer = ProducerBatch.of(info)
             open_ids = log.transactions.open if guard is not None else ()
-            code, duplicate = state.validate(batch, guard, open_ids)
+            code, duplicate = state.validate(producer, guard, open_ids)
             if code != NONE:
-                return self._refused(ErrorCode(code), batch, replicated)
+                return self._refused(ErrorCode(code), producer, replicated)
             if duplicate is not None:  # a retry: its first append's offset, once replicated as acks asks
                 result = AppendResult(ErrorCode.none, duplicate.first_offset, -1, log.log_start_offset)
                 if acks == -1 and replicated:
                     result.required_offset = duplicate.last_offset + 1
                 return result
-        epoch = self.leader_epoch if replicated else -1
-        try:
-            if config.flush_messages == 1:
-                loop = asyncio.get_running_loop()
-                info = await loop.run_in_executor(None, log.append_batch, scanned.data, epoch, True, scanned)
-            else:
-                info = log.append_batch(scanned.data, epoch, True, scanned)
-        except (LogstoreError, OSError) as e:
-            code = error_for(e)
-            if code in (ErrorCode.unknown_server_error, ErrorCode.kafka_storage_error):
-                _log.error("append to %s-%d failed: %s", self.topic, self.index, e)
-            return AppendResult(code, message=str(e))
-        if state is not None:
-            state.appended(batch, info.first_offset, info.last_offset, guard)
+        return scanned, state, producer, self.leader_epoch if replicated else -1
+
+    def _append_failed(self, error: Exception) -> AppendResult:
+        code = error_for(error)
+        if code in (ErrorCode.unknown_server_error, ErrorCode.kafka_storage_error):
+            _log.error("append to %s-%d failed: %s", self.topic, self.index, error)
+        return AppendResult(code, message=str(error))
+
+    def _append_done(
+        self, prepared: _Prepared, appended: AppendInfo, acks: int, replicated: bool, guard: object | None
+    ) -> AppendResult:
+        """After the write: the producer state, the HW, the answer."""
+        scanned, state, producer, _ = prepared
+        if state is not None and producer is not None:
+            state.appended(producer, appended.first_offset, appended.last_offset, guard)
         self.check_offsets()
         if replicated:
             self.maybe_advance_high_watermark()
+        log = self.log
         append_time = -1
-        if config.message_timestamp_type == "LogAppendTime":
+        if log.config.message_timestamp_type == "LogAppendTime":
             (append_time,) = _TIMESTAMP.unpack_from(scanned.data, _MAX_TIMESTAMP_AT)
-        result = AppendResult(ErrorCode.none, info.first_offset, append_time, log.log_start_offset)
-        result.size_appended = int(batch.size)
-        result.records_appended = int(batch.record_count)
+        result = AppendResult(ErrorCode.none, appended.first_offset, append_time, log.log_start_offset)
+        info = scanned.first
+        result.size_appended = info.size
+        result.records_appended = info.record_count
         if acks == -1 and replicated:
-            result.required_offset = info.last_offset + 1
+            result.required_offset = appended.last_offset + 1
         return result
 
-    def _refused(self, error: ErrorCode, batch: Any, replicated: bool) -> AppendResult:
+    def _refused(self, error: ErrorCode, batch: ProducerBatch, replicated: bool) -> AppendResult:
         """A batch the producer state refused (a sequence or epoch error, or INVALID_TXN_STATE)."""
         log_start = self.log.log_start_offset
         if error == ErrorCode.invalid_txn_state:
             # The transaction ended (a marker) while its coordinator was asked: this batch is late.
             return AppendResult(error, log_start=log_start, message=NOT_ADDED)
-        producer_id, epoch = batch.producer_id, batch.producer_epoch
+        producer_id = batch.producer_id
         entry = self.producers.entries.get(producer_id)
         last = entry.batches[-1] if entry is not None and entry.batches else None
         if (
@@ -303,11 +339,10 @@ class Partition:
             # leader had written (the 1,000-fault run); NOT_LEADER_OR_FOLLOWER makes it
             # resend from its first unacknowledged batch instead.
             error = ErrorCode.not_leader_or_follower
-        first = batch.base_sequence
-        last_seq = last_sequence(first, batch.last_offset_delta)
         _log.info(
             "%s-%d: %s for producer %d epoch %d sequences %d-%d (last appended: %s)",
-            self.topic, self.index, error.name, producer_id, epoch, first, last_seq, last,
+            self.topic, self.index, error.name, producer_id, batch.epoch, batch.first_sequence,
+            batch.last_sequence, last,
         )  # fmt: skip
         return AppendResult(error, log_start=log_start)
 

@@ -206,7 +206,10 @@ class ReplicaManager:
             partition = await self._await_leadership(topic, index)
         if not isinstance(partition, Partition):
             return AppendResult(partition)
-        result = await partition.append_as_leader(records, acks, self.replicated, guard)
+        if partition.log.config.flush_messages == 1:  # an fsync per batch: off the event loop
+            result = await partition.append_as_leader_durably(records, acks, self.replicated, guard)
+        else:  # page-cache writes stay on the loop: a thread hop costs more than the write
+            result = partition.append_as_leader(records, acks, self.replicated, guard)
         if result.size_appended:
             self.metrics.traffic.produced(topic, result.size_appended, result.records_appended)
             self.purgatory.notify((topic, index))

@@ -61,7 +61,9 @@ UNBOUNDED_MS = 2**62  # message.timestamp.before.max.ms at or above this: no lim
 # many batches under 1 KiB outrun them (the scan then runs again with a slot per 61 bytes).
 _BATCHES_CAP = 8
 _BYTES_PER_SLOT = 1024
-CLIENT_FLAGS = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS
+LOG_FLAGS = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS
+CLIENT_FLAGS = LOG_FLAGS | lib.LS_SCAN_CLIENT
+_ORDERED = lib.LS_SCAN_MONOTONIC | lib.LS_SCAN_DENSE
 _NO_INDEX = (ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, 0)
 
 
@@ -101,17 +103,16 @@ def scan_batches(data: Any, flags: int, leader_epoch_max: int = -1, cap: int | N
     if cap is None:
         cap = _BATCHES_CAP + size // _BYTES_PER_SLOT
     for _ in range(2):
-        state = ffi.new("ls_scan_t *")
+        state = ffi.new("ls_scan_t *")  # zeroed: only the inputs the flags read are set
         batches = ffi.new("ls_batch_info_t[]", cap)
         state.batches = batches
         state.batches_cap = cap
-        state.leader_epoch_max = leader_epoch_max
-        state.leader_epoch_prev = -1
-        state.offset_prev = -1
-        state.timestamp_max = -1
-        state.timestamp_max_offset = -1
-        state.time_index_last = -1
         state.flags = flags
+        if flags & _ORDERED:
+            state.offset_prev = -1
+        if flags & lib.LS_SCAN_EPOCH:
+            state.leader_epoch_max = leader_epoch_max
+            state.leader_epoch_prev = -1
         rc = lib.ls_scan_batches(buf, size, state, *_NO_INDEX)
         if rc != 0:
             raise_for(rc, "scanning record batches")
@@ -176,9 +177,10 @@ def validate_from_client(
     fields = lib.LS_SCAN_FIELDS if compact or bounded else 0
     state, batches = scan_batches(records, CLIENT_FLAGS | fields, cap=1)
     if state.stop != 0 or state.batch_count != 1:
+        if state.stop == lib.LS_ERR_INVALID:
+            _refuse_batch(batches[0], where)
         raise_for(state.stop or lib.LS_ERR_CORRUPT, "validating a produced record batch")
     info = batches[0]
-    _validate_batch(info, where)
     if compact:
         _check_keys(records, info, where)
     if create_time:
@@ -186,8 +188,9 @@ def validate_from_client(
     return ScannedBatches(writable(records), state, batches)
 
 
-def _validate_batch(info: Any, where: str) -> None:
-    """Kafka's ``validateBatch`` for a client's v2 batch (INVALID_RECORD)."""
+def _refuse_batch(info: Any, where: str) -> None:
+    """Kafka's ``validateBatch`` for a client's v2 batch (INVALID_RECORD): the scan
+    (``LS_SCAN_CLIENT``) found the batch breaks one of its rules; this says which."""
     count, delta = info.record_count, info.last_offset_delta
     if count <= 0:
         raise InvalidRecordError(f"Invalid reported count for record batch: {count} in topic partition {where}.")
@@ -248,7 +251,7 @@ def validate_for_log(
     """Batches appended through the Log's API (``append_batch``): CRC and structure, sizes and,
     for a compacted log, keys; any number of batches. One C scan."""
     compact = "compact" in config.cleanup_policy and not keys_checked
-    flags = CLIENT_FLAGS | (lib.LS_SCAN_FIELDS if compact else 0)
+    flags = LOG_FLAGS | (lib.LS_SCAN_FIELDS if compact else 0)
     state, batches = scan_batches(data, flags)
     if state.stop != 0 or state.bytes_valid != len(data) or state.batch_count == 0:
         raise_for(state.stop or lib.LS_ERR_CORRUPT, "appending record batches")
