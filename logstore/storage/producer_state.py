@@ -50,9 +50,8 @@ INVALID_TXN_STATE = 48
 TRANSACTION_COORDINATOR_FENCED = 52
 
 
-@dataclass(frozen=True)
-class BatchSpan:
-    """Sequence numbers and offsets of one appended batch."""
+class BatchSpan(NamedTuple):
+    """Sequence numbers and offsets of one appended batch (a tuple: one is made per append)."""
 
     first_sequence: int
     last_sequence: int

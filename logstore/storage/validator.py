@@ -75,11 +75,11 @@ class ScannedBatches:
 
     __slots__ = ("batches", "count", "data", "state")
 
-    def __init__(self, data: bytes | bytearray | memoryview, state: Any, batches: Any) -> None:
+    def __init__(self, data: bytes | bytearray | memoryview, state: Any, batches: Any, count: int = -1) -> None:
         self.data = data
         self.state = state
         self.batches = batches
-        self.count = int(state.batch_count)
+        self.count = int(state.batch_count) if count < 0 else count
 
     @property
     def first(self) -> Any:
@@ -100,25 +100,26 @@ def scan_batches(data: Any, flags: int, leader_epoch_max: int = -1, cap: int | N
     Raises only for bad arguments; the scan's ``stop`` says where and why it stopped."""
     buf = ffi.from_buffer(data)
     size = len(buf)
-    if cap is None:
-        cap = _BATCHES_CAP + size // _BYTES_PER_SLOT
-    for _ in range(2):
-        state = ffi.new("ls_scan_t *")  # zeroed: only the inputs the flags read are set
-        batches = ffi.new("ls_batch_info_t[]", cap)
-        state.batches = batches
-        state.batches_cap = cap
-        state.flags = flags
-        if flags & _ORDERED:
-            state.offset_prev = -1
-        if flags & lib.LS_SCAN_EPOCH:
-            state.leader_epoch_max = leader_epoch_max
-            state.leader_epoch_prev = -1
-        rc = lib.ls_scan_batches(buf, size, state, *_NO_INDEX)
-        if rc != 0:
-            raise_for(rc, "scanning record batches")
-        if state.stop != lib.LS_ERR_CAPACITY:
-            break
-        cap = size // HEADER_SIZE + 1  # more batches than slots: once more, with room for every one
+    state, batches = _scan(buf, size, flags, leader_epoch_max, _BATCHES_CAP + size // _BYTES_PER_SLOT if cap is None else cap)
+    if state.stop == lib.LS_ERR_CAPACITY:  # more batches than slots: once more, with room for every one
+        state, batches = _scan(buf, size, flags, leader_epoch_max, size // HEADER_SIZE + 1)
+    return state, batches
+
+
+def _scan(buf: Any, size: int, flags: int, leader_epoch_max: int, cap: int) -> tuple[Any, Any]:
+    state = ffi.new("ls_scan_t *")  # zeroed: only the inputs the flags read are set
+    batches = ffi.new("ls_batch_info_t[]", cap)
+    state.batches = batches
+    state.batches_cap = cap
+    state.flags = flags
+    if flags & _ORDERED:
+        state.offset_prev = -1
+    if flags & lib.LS_SCAN_EPOCH:
+        state.leader_epoch_max = leader_epoch_max
+        state.leader_epoch_prev = -1
+    rc = lib.ls_scan_batches(buf, size, state, *_NO_INDEX)
+    if rc != 0:
+        raise_for(rc, "scanning record batches")
     return state, batches
 
 
@@ -175,7 +176,7 @@ def validate_from_client(
     create_time = config.message_timestamp_type == "CreateTime"
     bounded = create_time and config.message_timestamp_before_max_ms < UNBOUNDED_MS
     fields = lib.LS_SCAN_FIELDS if compact or bounded else 0
-    state, batches = scan_batches(records, CLIENT_FLAGS | fields, cap=1)
+    state, batches = _scan(ffi.from_buffer(records), size, CLIENT_FLAGS | fields, -1, 1)
     if state.stop != 0 or state.batch_count != 1:
         if state.stop == lib.LS_ERR_INVALID:
             _refuse_batch(batches[0], where)
@@ -185,7 +186,7 @@ def validate_from_client(
         _check_keys(records, info, where)
     if create_time:
         _check_timestamps(records, info, config, bounded, now_ms)
-    return ScannedBatches(writable(records), state, batches)
+    return ScannedBatches(writable(records), state, batches, 1)
 
 
 def _refuse_batch(info: Any, where: str) -> None:
