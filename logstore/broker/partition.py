@@ -52,8 +52,8 @@ from logstore.protocol.errors import error_for
 from logstore.records.batch import ATTR_TRANSACTIONAL
 from logstore.storage import validator
 from logstore.storage.log import AppendInfo, Log
-from logstore.storage.producer_state import NONE, ProducerBatch, ProducerStateManager
-from logstore.storage.validator import ScannedBatches
+from logstore.storage.producer_state import NONE, ProducerStateManager, last_sequence
+from logstore.storage.validator import BatchInfo, ScannedBatches
 
 _log = logging.getLogger("logstore.broker")
 
@@ -61,8 +61,8 @@ UNKNOWN_OFFSET = -1
 _MAX_TIMESTAMP_AT = 35
 _TIMESTAMP = struct.Struct(">q")
 _OPENINGS_KEPT = 16  # validations kept from needs_verification for the appends that follow
-# What a checked batch's write needs: its scan, the producer state and its fields, the leader epoch.
-_Prepared = tuple[ScannedBatches, ProducerStateManager | None, ProducerBatch | None, int]
+# What a checked batch's write needs: its scan, the producer state (idempotent batches), the leader epoch.
+_Prepared = tuple[ScannedBatches, ProducerStateManager | None, int]
 
 
 class AppendResult:
@@ -231,7 +231,7 @@ class Partition:
         prepared = self._prepare_append(records, acks, replicated, guard)
         if isinstance(prepared, AppendResult):
             return prepared
-        scanned, epoch = prepared[0], prepared[3]
+        scanned, epoch = prepared[0], prepared[2]
         try:
             appended = self.log.append_batch(scanned.data, epoch, True, scanned)
         except (LogstoreError, OSError) as e:
@@ -246,7 +246,7 @@ class Partition:
         prepared = self._prepare_append(records, acks, replicated, guard)
         if isinstance(prepared, AppendResult):
             return prepared
-        scanned, epoch = prepared[0], prepared[3]
+        scanned, epoch = prepared[0], prepared[2]
         loop = asyncio.get_running_loop()
         try:
             appended = await loop.run_in_executor(None, self.log.append_batch, scanned.data, epoch, True, scanned)
@@ -274,20 +274,19 @@ class Partition:
             errors = e.record_errors if isinstance(e, InvalidRecordError) else ()
             return AppendResult(error_for(e), message=str(e), record_errors=errors)
         info = scanned.first
-        state = producer = None
+        state = None
         if info.producer_id >= 0:
             state = self.producers
-            producer = ProducerBatch.of(info)
             open_ids = log.transactions.open if guard is not None else ()
-            code, duplicate = state.validate(producer, guard, open_ids)
+            code, duplicate = state.validate(info, guard, open_ids)
             if code != NONE:
-                return self._refused(ErrorCode(code), producer, replicated)
+                return self._refused(ErrorCode(code), info, replicated)
             if duplicate is not None:  # a retry: its first append's offset, once replicated as acks asks
                 result = AppendResult(ErrorCode.none, duplicate.first_offset, -1, log.log_start_offset)
                 if acks == -1 and replicated:
                     result.required_offset = duplicate.last_offset + 1
                 return result
-        return scanned, state, producer, self.leader_epoch if replicated else -1
+        return scanned, state, self.leader_epoch if replicated else -1
 
     def _append_failed(self, error: Exception) -> AppendResult:
         code = error_for(error)
@@ -299,9 +298,10 @@ class Partition:
         self, prepared: _Prepared, appended: AppendInfo, acks: int, replicated: bool, guard: object | None
     ) -> AppendResult:
         """After the write: the producer state, the HW, the answer."""
-        scanned, state, producer, _ = prepared
-        if state is not None and producer is not None:
-            state.appended(producer, appended.first_offset, appended.last_offset, guard)
+        scanned, state, _ = prepared
+        info = scanned.first
+        if state is not None:
+            state.appended(info, appended.first_offset, appended.last_offset, guard)
         self.check_offsets()
         if replicated:
             self.maybe_advance_high_watermark()
@@ -310,14 +310,13 @@ class Partition:
         if log.config.message_timestamp_type == "LogAppendTime":
             (append_time,) = _TIMESTAMP.unpack_from(scanned.data, _MAX_TIMESTAMP_AT)
         result = AppendResult(ErrorCode.none, appended.first_offset, append_time, log.log_start_offset)
-        info = scanned.first
         result.size_appended = info.size
         result.records_appended = info.record_count
         if acks == -1 and replicated:
             result.required_offset = appended.last_offset + 1
         return result
 
-    def _refused(self, error: ErrorCode, batch: ProducerBatch, replicated: bool) -> AppendResult:
+    def _refused(self, error: ErrorCode, batch: BatchInfo, replicated: bool) -> AppendResult:
         """A batch the producer state refused (a sequence or epoch error, or INVALID_TXN_STATE)."""
         log_start = self.log.log_start_offset
         if error == ErrorCode.invalid_txn_state:
@@ -341,8 +340,8 @@ class Partition:
             error = ErrorCode.not_leader_or_follower
         _log.info(
             "%s-%d: %s for producer %d epoch %d sequences %d-%d (last appended: %s)",
-            self.topic, self.index, error.name, producer_id, batch.epoch, batch.first_sequence,
-            batch.last_sequence, last,
+            self.topic, self.index, error.name, producer_id, batch.producer_epoch, batch.base_sequence,
+            last_sequence(batch.base_sequence, batch.last_offset_delta), last,
         )  # fmt: skip
         return AppendResult(error, log_start=log_start)
 

@@ -488,7 +488,7 @@ class Log:
         checks = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS | lib.LS_SCAN_MONOTONIC | lib.LS_SCAN_EPOCH | dense
         scanned = validator.validate_replicated(data, checks, _ANY_EPOCH, self.config)
         state, batches = scanned.state, scanned.batches
-        first_epoch = batches[0].partition_leader_epoch
+        first_epoch = scanned.first.partition_leader_epoch
         last_epoch = state.leader_epoch_prev  # the scan's epoch check leaves the last batch's here
         with self._lock:
             self._check_open()

@@ -34,13 +34,15 @@ import contextlib
 import time
 from collections.abc import Container
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from logstore.records.batch import CONTROL_NONE, parse_batches, producer_batches
 from logstore.records.builder import MARKER_VALUE as _MARKER_VALUE
 from logstore.storage.log import Log
+from logstore.storage.validator import BatchInfo
 
 SEQUENCE_MAX = 2**31 - 1
+_SEQUENCES = SEQUENCE_MAX + 1  # sequences wrap to 0 past SEQUENCE_MAX
 BATCHES_KEPT = 5
 # Kafka's error codes (Errors.java) that producer state answers with.
 NONE = 0
@@ -69,21 +71,6 @@ class ProducerEntry:
     # The transaction coordinator epoch of the last marker (Kafka's ``coordinatorEpoch``): a marker
     # from an older coordinator (one that lost __transaction_state's partition) is fenced.
     coordinator_epoch: int = -1
-
-
-class ProducerBatch(NamedTuple):
-    """The producer fields of one batch with a producer id, read once from the validator's scan."""
-
-    producer_id: int
-    epoch: int
-    first_sequence: int
-    last_sequence: int
-
-    @classmethod
-    def of(cls, info: Any) -> ProducerBatch:
-        """From a scanned batch (an ``ls_batch_info_t``)."""
-        first = info.base_sequence
-        return cls(info.producer_id, info.producer_epoch, first, last_sequence(first, info.last_offset_delta))
 
 
 def last_sequence(first: int, offset_delta: int) -> int:
@@ -148,32 +135,29 @@ class ProducerStateManager:
         entry.last_ms = time.time() * 1000
 
     def validate(
-        self, batch: ProducerBatch, guard: object | None, open_ids: Container[int]
+        self, batch: BatchInfo, guard: object | None, open_ids: Container[int]
     ) -> tuple[int, BatchSpan | None]:
-        """Kafka's ``analyzeAndValidateProducerState`` for one batch (its fields from the
-        validator's scan): (error code, the earlier append it duplicates).
+        """Kafka's ``analyzeAndValidateProducerState`` for one batch with a producer id (as the
+        validator's scan read it): (error code, the earlier append it duplicates).
 
         ``guard``: the batch opens a transaction its coordinator confirmed; unless the
         transaction is open here (``open_ids``: the log's open transactions), the producer's
         guard must still be this one (INVALID_TXN_STATE: a marker ended the transaction
         meanwhile). O(1)."""
-        producer_id = batch.producer_id
-        error, duplicate = self.check(producer_id, batch.epoch, batch.first_sequence, batch.last_sequence)
+        producer_id, epoch, first = batch.producer_id, batch.producer_epoch, batch.base_sequence
+        error, duplicate = self.check(producer_id, epoch, first, (first + batch.last_offset_delta) % _SEQUENCES)
         if error != NONE or duplicate is not None:
             return error, duplicate
-        if (
-            guard is not None
-            and self.guards.get(producer_id) is not guard
-            and not self.ongoing(producer_id, batch.epoch, open_ids)
-        ):
+        if guard is not None and self.guards.get(producer_id) is not guard and not self.ongoing(producer_id, epoch, open_ids):
             return INVALID_TXN_STATE, None
         return NONE, None
 
-    def appended(self, batch: ProducerBatch, first_offset: int, last_offset: int, guard: object | None) -> None:
+    def appended(self, batch: BatchInfo, first_offset: int, last_offset: int, guard: object | None) -> None:
         """Remember a batch :meth:`validate` passed, now appended at ``first_offset..last_offset``;
         a transaction's verification guard is spent (the transaction is open here now)."""
-        producer_id = batch.producer_id
-        self.record(producer_id, batch.epoch, batch.first_sequence, batch.last_sequence, first_offset, last_offset)
+        producer_id, first = batch.producer_id, batch.base_sequence
+        last = (first + batch.last_offset_delta) % _SEQUENCES
+        self.record(producer_id, batch.producer_epoch, first, last, first_offset, last_offset)
         if guard is not None and self.guards.get(producer_id) is guard:
             del self.guards[producer_id]
 

@@ -407,7 +407,7 @@ class LogSegment:
             raise IndexFullError(f"the indexes of {self.log_path} are full; roll the segment")
         if self.size == 0:
             if scanned is not None:
-                first_max = append_time if append_time >= 0 else int(scanned.batches[0].timestamp_max)
+                first_max = append_time if append_time >= 0 else scanned.first.timestamp_max
             else:
                 first_max = int(RecordBatch(memoryview(data)).max_timestamp)
             self._rolling_timestamp = first_max if first_max >= 0 else self.created_ms

@@ -15,18 +15,16 @@ from logstore.storage.producer_state import (
     NONE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     TRANSACTION_COORDINATOR_FENCED,
-    ProducerBatch,
     ProducerStateManager,
 )
-from logstore.storage.validator import validate_from_client
+from logstore.storage.validator import BatchInfo, validate_from_client
 
 
-def scanned(*, pid: int = 7, epoch: int = 0, sequence: int = 0, count: int = 2, transactional: bool = False) -> ProducerBatch:
+def scanned(*, pid: int = 7, epoch: int = 0, sequence: int = 0, count: int = 2, transactional: bool = False) -> BatchInfo:
     batch = build_batch(
         [b"v"] * count, producer_id=pid, producer_epoch=epoch, base_sequence=sequence, transactional=transactional
     )
-    found = validate_from_client(batch, LogConfig.from_dict(), "t-0")  # kept while its view is read
-    return ProducerBatch.of(found.first)
+    return validate_from_client(batch, LogConfig.from_dict(), "t-0").first
 
 
 def test_sequences_duplicates_and_epochs_from_the_scan() -> None:
