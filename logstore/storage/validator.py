@@ -65,6 +65,7 @@ LOG_FLAGS = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS
 CLIENT_FLAGS = LOG_FLAGS | lib.LS_SCAN_CLIENT
 _ORDERED = lib.LS_SCAN_MONOTONIC | lib.LS_SCAN_DENSE
 _NO_INDEX = (ffi.NULL, ffi.NULL, ffi.NULL, ffi.NULL, 0)
+_new_unzeroed = ffi.new_allocator(should_clear_after_alloc=False)
 
 
 class BatchInfo(NamedTuple):
@@ -135,7 +136,7 @@ def scan_batches(data: Any, flags: int, leader_epoch_max: int = -1, cap: int | N
 
 def _scan(buf: Any, size: int, flags: int, leader_epoch_max: int, cap: int) -> tuple[Any, Any]:
     state = ffi.new("ls_scan_t *")  # zeroed: only the inputs the flags read are set
-    batches = ffi.new("ls_batch_info_t[]", cap)
+    batches = _new_unzeroed("ls_batch_info_t[]", cap)  # the scan writes each slot it counts
     state.batches = batches
     state.batches_cap = cap
     state.flags = flags
