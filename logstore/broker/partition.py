@@ -199,21 +199,21 @@ class Partition:
     def opening(self, records: bytes | memoryview | None) -> tuple[int, int] | None:
         """(producer id, epoch) when ``records`` is a valid transactional batch that would open its
         producer's transaction here (KIP-890: verified with the coordinator first), else None
-        (an invalid batch too: the append reports it). The validation is kept for the append of
-        the same ``records``, so their bytes are scanned once. O(batch) in C."""
+        (an invalid batch too: the append reports it). A valid batch's validation is kept for
+        the append of the same ``records``, so their bytes are scanned once. O(batch) in C."""
         try:
             scanned = self.validate(records)
         except LogstoreError:
             return None
+        kept = self._validated
+        if len(kept) >= _OPENINGS_KEPT:  # refused verifications never append: forget the oldest
+            del kept[next(iter(kept))]
+        kept[id(records)] = (records, scanned)  # holding ``records`` keeps its id unique
         batch = scanned.first
         if not batch.attributes & ATTR_TRANSACTIONAL or batch.producer_id < 0:
             return None
         if self.has_open_transaction(batch.producer_id, batch.producer_epoch):
             return None
-        kept = self._validated
-        if len(kept) >= _OPENINGS_KEPT:  # refused verifications never append: forget the oldest
-            del kept[next(iter(kept))]
-        kept[id(records)] = (records, scanned)
         return batch.producer_id, batch.producer_epoch
 
     def has_open_transaction(self, producer_id: int, epoch: int) -> bool:
@@ -391,6 +391,7 @@ class Partition:
         self.pending_isr = None
         self.remotes = {}
         self._producers = None
+        self._validated.clear()
 
     def update_state(self, state: PartitionState) -> None:
         """The controller's word at the same leader epoch (an ISR change, a partition epoch)."""
