@@ -32,6 +32,10 @@ _MESSAGES: dict[int, tuple[type[errors.LogstoreError], str]] = {
     lib.LS_ERR_ARGUMENT: (errors.InvalidArgumentError, "an argument is out of range"),
     lib.LS_ERR_NOT_FOUND: (errors.OffsetOutOfRangeError, "no batch holds the requested offset or timestamp"),
     lib.LS_ERR_OFFSET: (errors.CorruptRecordError, "batch offsets do not increase, or overflow the segment"),
+    lib.LS_ERR_INVALID: (
+        errors.InvalidRecordError,
+        "a record batch breaks Kafka's rules for a producer's batch (record count, control, sequence)",
+    ),
 }
 
 

@@ -74,8 +74,23 @@ class InvalidRecordError(LogstoreError):
     appended to a compacted topic (Kafka's INVALID_RECORD).
 
     Nothing of the append is written; fix the records (give each a key) or the
-    topic's config (``cleanup.policy``) and append again.
+    topic's config (``cleanup.policy``) and append again. ``record_errors``:
+    (index of the record in its batch, why) for each record at fault (KIP-467),
+    empty when the batch as a whole is refused.
     """
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str | None], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """A record's CreateTime lies outside ``message.timestamp.before/after.max.ms`` of
+    the log's clock (Kafka's INVALID_TIMESTAMP); ``record_errors`` names the records."""
+
+
+class UnsupportedMessageFormatError(LogstoreError):
+    """Record batches of a magic other than 2 (Kafka's UNSUPPORTED_FOR_MESSAGE_FORMAT)."""
 
 
 class InvalidConfigError(LogstoreError, ValueError):

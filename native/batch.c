@@ -46,81 +46,151 @@ static int batch_check_crc(const uint8_t *buf, const ls_batch_t *batch) {
     return crc == batch->crc ? LS_OK : LS_ERR_CRC;
 }
 
-/* Walks the records section of an uncompressed batch: structure only. */
-static int batch_check_records(const uint8_t *buf, const ls_batch_t *batch) {
-    const uint8_t *records = buf + LS_BATCH_HEADER_SIZE;
-    int64_t len = batch->size - LS_BATCH_HEADER_SIZE;
-    int64_t header_total = 0;
-    int32_t count = batch->record_count;
-    /* Decoding into no arrays validates structure; header_cap 0 is fine
-     * because capacity shortfalls only report the total needed. */
-    int rc = ls_decode_records(records, len, count, batch->last_offset_delta, NULL, NULL, NULL, NULL, NULL,
-                               NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, 0,
-                               &header_total);
-    if (rc == LS_ERR_CAPACITY) rc = LS_OK;
-    return rc;
+/* Walks the records section of an uncompressed batch: its structure (the
+ * checks of ls_decode_records into no arrays) and, into info when given, the
+ * records with a null key and the smallest and largest record timestamps. */
+static int batch_walk_records(const uint8_t *buf, const ls_batch_t *batch, ls_batch_info_t *info) {
+    const uint8_t *records = buf + LS_BATCH_HEADER_SIZE, *p = records, *end = buf + batch->size;
+    int64_t keyless = 0, delta_min = INT64_MAX, delta_max = INT64_MIN;
+    /* Bounded by the header's count, itself bounded by the batch's bytes. */
+    for (int32_t i = 0; i < batch->record_count; i++) {
+        ls_record_view_t r;
+        int rc = ls_record_read(&p, end, records, &r, NULL, NULL, NULL, NULL, 0);
+        if (rc != LS_OK) return rc;
+        if (r.offset_delta > batch->last_offset_delta) return LS_ERR_CORRUPT;
+        ls_assert(p <= end);
+        keyless += r.key_len < 0;
+        if (r.timestamp_delta < delta_min) delta_min = r.timestamp_delta;
+        if (r.timestamp_delta > delta_max) delta_max = r.timestamp_delta;
+    }
+    if (p != end) return LS_ERR_CORRUPT;
+    if (info == NULL) return LS_OK;
+    info->keyless_count = (int32_t)keyless;
+    if (batch->attributes & LS_ATTR_TIMESTAMP_LOG_APPEND) {
+        /* LogAppendTime: every record's timestamp is the batch's max (as the decoders say). */
+        info->record_timestamp_min = info->record_timestamp_max = batch->timestamp_max;
+    } else if (batch->record_count > 0) {
+        /* As the decoders: base + delta, wrapping (a producer's garbage is not UB). */
+        info->record_timestamp_min = (int64_t)((uint64_t)batch->timestamp_base + (uint64_t)delta_min);
+        info->record_timestamp_max = (int64_t)((uint64_t)batch->timestamp_base + (uint64_t)delta_max);
+    }
+    return LS_OK;
 }
 
-static void scan_index_entry(ls_scan_t *scan, const ls_batch_t *batch,
-                             int64_t position, uint32_t *index_offsets,
-                             uint32_t *index_positions, int64_t *time_timestamps,
-                             uint32_t *time_offsets) {
-    int64_t offset_last = batch->base_offset + batch->last_offset_delta;
-    index_offsets[scan->index_count] = (uint32_t)(offset_last - scan->segment_base_offset);
-    index_positions[scan->index_count] = (uint32_t)position;
-    scan->index_count++;
-    /* Kafka's TimeIndex.maybeAppend: only a strictly larger timestamp. */
-    if (scan->timestamp_max > scan->time_index_last) {
-        time_timestamps[scan->time_index_count] = scan->timestamp_max;
-        time_offsets[scan->time_index_count] =
-            (uint32_t)(scan->timestamp_max_offset - scan->segment_base_offset);
-        scan->time_index_count++;
-        scan->time_index_last = scan->timestamp_max;
+/* Kafka's index rule for one batch appended at file position `position`
+ * (offset_last its last offset): an offset entry when more than
+ * index_interval bytes passed since the last one, with a time entry when the
+ * largest timestamp so far grew. */
+static int scan_account(ls_scan_t *scan, int64_t position, int64_t offset_first, int64_t offset_last,
+                        int64_t timestamp_max, int64_t size, int64_t record_count,
+                        uint32_t *index_offsets, uint32_t *index_positions,
+                        int64_t *time_timestamps, uint32_t *time_offsets, int64_t index_cap) {
+    if (timestamp_max > scan->timestamp_max) {
+        scan->timestamp_max = timestamp_max;
+        scan->timestamp_max_offset = offset_last;
     }
-    scan->bytes_since_index = 0;
+    if (scan->index_interval > 0 && scan->bytes_since_index > scan->index_interval) {
+        if (scan->index_count >= index_cap || scan->time_index_count >= index_cap)
+            return LS_ERR_CAPACITY;
+        index_offsets[scan->index_count] = (uint32_t)(offset_last - scan->segment_base_offset);
+        index_positions[scan->index_count] = (uint32_t)position;
+        scan->index_count++;
+        /* Kafka's TimeIndex.maybeAppend: only a strictly larger timestamp. */
+        if (scan->timestamp_max > scan->time_index_last) {
+            time_timestamps[scan->time_index_count] = scan->timestamp_max;
+            time_offsets[scan->time_index_count] =
+                (uint32_t)(scan->timestamp_max_offset - scan->segment_base_offset);
+            scan->time_index_count++;
+            scan->time_index_last = scan->timestamp_max;
+        }
+        scan->bytes_since_index = 0;
+    }
+    scan->bytes_since_index += size;
+    if (scan->offset_first < 0) scan->offset_first = offset_first;
+    scan->offset_last = offset_last;
+    scan->offset_prev = offset_last;
+    scan->batch_count++;
+    scan->record_count += record_count;
+    if (size > scan->size_largest) scan->size_largest = size;
+    return LS_OK;
+}
+
+/* The offset rules of a scan for a batch of [base, last]. */
+static int scan_check_offsets(const ls_scan_t *scan, int64_t base, int64_t last) {
+    if ((scan->flags & LS_SCAN_MONOTONIC) && base <= scan->offset_prev) return LS_ERR_OFFSET;
+    if ((scan->flags & LS_SCAN_DENSE) && scan->offset_prev >= 0 && base != scan->offset_prev + 1)
+        return LS_ERR_OFFSET;
+    if (scan->index_interval > 0) {
+        /* Index entries hold u32 offsets relative to the segment base. */
+        if (base < scan->segment_base_offset) return LS_ERR_OFFSET;
+        if (last - scan->segment_base_offset > UINT32_MAX) return LS_ERR_OFFSET;
+    }
+    return LS_OK;
+}
+
+/* A clean stop of an LS_SCAN_LIMITS scan (internal: never a status). */
+#define LS_SCAN_STOPPED 1
+#define LS_ATTR_IS_CONTROL 0x20
+
+/* Kafka's LogValidator.validateBatch for a client's v2 batch. */
+static int batch_check_client(const uint8_t *buf, const ls_batch_t *batch) {
+    if (batch->record_count <= 0 || (int64_t)batch->record_count != (int64_t)batch->last_offset_delta + 1)
+        return LS_ERR_INVALID;
+    if (batch->attributes & LS_ATTR_IS_CONTROL) return LS_ERR_INVALID;
+    int64_t producer_id = (int64_t)ls_load_u64be(buf + LS_POS_PRODUCER_ID);
+    int32_t base_sequence = (int32_t)ls_load_u32be(buf + LS_POS_BASE_SEQUENCE);
+    if (producer_id >= 0 && base_sequence < 0) return LS_ERR_INVALID;
+    return LS_OK;
 }
 
 static int scan_check_batch(const uint8_t *buf, int64_t len, ls_scan_t *scan,
-                            ls_batch_t *batch) {
+                            ls_batch_t *batch, ls_batch_info_t *info) {
     int rc = ls_batch_header(buf, len, scan->batch_size_max, batch);
     if (rc != LS_OK) return rc;
+    if (scan->flags & LS_SCAN_LIMITS) {
+        if (batch->base_offset >= scan->offset_limit) return LS_SCAN_STOPPED;
+        if (scan->batch_count > 0 && scan->bytes_valid + batch->size > scan->bytes_max) return LS_SCAN_STOPPED;
+    }
     int64_t offset_last = batch->base_offset + batch->last_offset_delta;
-    if ((scan->flags & LS_SCAN_MONOTONIC) && batch->base_offset <= scan->offset_prev)
-        return LS_ERR_OFFSET;
-    if ((scan->flags & LS_SCAN_DENSE) && scan->offset_prev >= 0 &&
-        batch->base_offset != scan->offset_prev + 1)
-        return LS_ERR_OFFSET;
+    rc = scan_check_offsets(scan, batch->base_offset, offset_last);
+    if (rc != LS_OK) return rc;
     if (scan->flags & LS_SCAN_EPOCH) {
         /* The epoch is not CRC-covered: its range is all that guards it. */
         int32_t epoch = (int32_t)ls_load_u32be(buf + LS_POS_LEADER_EPOCH);
         if (epoch > scan->leader_epoch_max || epoch < scan->leader_epoch_prev) return LS_ERR_CORRUPT;
     }
-    if (scan->index_interval > 0) {
-        /* Index entries hold u32 offsets relative to the segment base. */
-        if (batch->base_offset < scan->segment_base_offset) return LS_ERR_OFFSET;
-        if (offset_last - scan->segment_base_offset > UINT32_MAX) return LS_ERR_OFFSET;
-    }
     if (scan->flags & LS_SCAN_CRC) {
         rc = batch_check_crc(buf, batch);
         if (rc != LS_OK) return rc;
     }
+    if (info != NULL) {
+        info->size = batch->size;
+        info->base_offset = batch->base_offset;
+        info->timestamp_base = batch->timestamp_base;
+        info->timestamp_max = batch->timestamp_max;
+        info->record_timestamp_min = batch->timestamp_base;
+        info->record_timestamp_max = batch->timestamp_max;
+        info->producer_id = (int64_t)ls_load_u64be(buf + LS_POS_PRODUCER_ID);
+        info->last_offset_delta = batch->last_offset_delta;
+        info->record_count = batch->record_count;
+        info->base_sequence = (int32_t)ls_load_u32be(buf + LS_POS_BASE_SEQUENCE);
+        info->partition_leader_epoch = (int32_t)ls_load_u32be(buf + LS_POS_LEADER_EPOCH);
+        info->keyless_count = -1;
+        info->producer_epoch = (int16_t)ls_load_u16be(buf + LS_POS_PRODUCER_EPOCH);
+        info->attributes = batch->attributes;
+    }
+    if (scan->flags & LS_SCAN_CLIENT) {
+        rc = batch_check_client(buf, batch);
+        if (rc != LS_OK) return rc;
+    }
     if ((scan->flags & LS_SCAN_RECORDS) && (batch->attributes & LS_ATTR_COMPRESSION_MASK) == 0) {
-        rc = batch_check_records(buf, batch);
+        rc = batch_walk_records(buf, batch, (scan->flags & LS_SCAN_FIELDS) ? info : NULL);
         if (rc != LS_OK) return rc;
     }
     return LS_OK;
 }
 
-int ls_scan_batches(const uint8_t *buf, int64_t len, ls_scan_t *scan,
-                    uint32_t *index_offsets, uint32_t *index_positions,
-                    int64_t *time_timestamps, uint32_t *time_offsets,
-                    int64_t index_cap) {
-    if (scan == NULL || len < 0 || (buf == NULL && len > 0)) return LS_ERR_ARGUMENT;
-    if (scan->batch_size_max <= 0) scan->batch_size_max = LS_BATCH_SIZE_LIMIT;
-    /* Index positions are u32: an indexed segment stays below 4 GiB. */
-    if (scan->index_interval > 0 &&
-        (scan->position_base < 0 || scan->position_base + len > (int64_t)UINT32_MAX + 1))
-        return LS_ERR_ARGUMENT;
+static void scan_reset(ls_scan_t *scan) {
     scan->bytes_valid = 0;
     scan->batch_count = 0;
     scan->record_count = 0;
@@ -128,40 +198,87 @@ int ls_scan_batches(const uint8_t *buf, int64_t len, ls_scan_t *scan,
     scan->offset_last = -1;
     scan->index_count = 0;
     scan->time_index_count = 0;
+    scan->size_largest = 0;
     scan->stop = LS_OK;
+}
+
+int ls_scan_batches(const uint8_t *buf, int64_t len, ls_scan_t *scan,
+                    uint32_t *index_offsets, uint32_t *index_positions,
+                    int64_t *time_timestamps, uint32_t *time_offsets,
+                    int64_t index_cap) {
+    if (scan == NULL || len < 0 || (buf == NULL && len > 0)) return LS_ERR_ARGUMENT;
+    if (scan->batches_cap < 0 || (scan->batches == NULL && scan->batches_cap > 0)) return LS_ERR_ARGUMENT;
+    if (scan->batch_size_max <= 0) scan->batch_size_max = LS_BATCH_SIZE_LIMIT;
+    /* Index positions are u32: an indexed segment stays below 4 GiB. */
+    if (scan->index_interval > 0 &&
+        (scan->position_base < 0 || scan->position_base + len > (int64_t)UINT32_MAX + 1))
+        return LS_ERR_ARGUMENT;
+    scan_reset(scan);
     int64_t position = 0;
     int64_t iterations_max = len / LS_BATCH_HEADER_SIZE + 1;
     for (int64_t i = 0; i < iterations_max && position < len; i++) {
         ls_batch_t batch;
-        int rc = scan_check_batch(buf + position, len - position, scan, &batch);
+        ls_batch_info_t *info = NULL;
+        if (scan->batches != NULL) {
+            if (scan->batch_count >= scan->batches_cap) {
+                scan->stop = LS_ERR_CAPACITY;
+                break;
+            }
+            info = scan->batches + scan->batch_count;
+        }
+        int rc = scan_check_batch(buf + position, len - position, scan, &batch, info);
         if (rc != LS_OK) {
-            scan->stop = rc;
+            scan->stop = rc == LS_SCAN_STOPPED ? LS_OK : rc;
             break;
         }
         ls_assert(batch.size >= LS_BATCH_HEADER_SIZE && position + batch.size <= len);
+        if (info != NULL) info->position = position;
         int64_t offset_last = batch.base_offset + batch.last_offset_delta;
-        if (batch.timestamp_max > scan->timestamp_max) {
-            scan->timestamp_max = batch.timestamp_max;
-            scan->timestamp_max_offset = offset_last;
-        }
-        if (scan->index_interval > 0 && scan->bytes_since_index > scan->index_interval) {
-            if (scan->index_count >= index_cap || scan->time_index_count >= index_cap)
-                return LS_ERR_CAPACITY;
-            scan_index_entry(scan, &batch, scan->position_base + position, index_offsets,
-                             index_positions, time_timestamps, time_offsets);
-        }
-        scan->bytes_since_index += batch.size;
-        if (scan->offset_first < 0) scan->offset_first = batch.base_offset;
-        scan->offset_last = offset_last;
-        scan->offset_prev = offset_last;
+        rc = scan_account(scan, scan->position_base + position, batch.base_offset, offset_last,
+                          batch.timestamp_max, batch.size, batch.record_count, index_offsets,
+                          index_positions, time_timestamps, time_offsets, index_cap);
+        if (rc != LS_OK) return rc;
         if (scan->flags & LS_SCAN_EPOCH)
             scan->leader_epoch_prev = (int32_t)ls_load_u32be(buf + position + LS_POS_LEADER_EPOCH);
-        scan->batch_count++;
-        scan->record_count += batch.record_count;
         position += batch.size;
         scan->bytes_valid = position;
     }
     ls_assert(scan->bytes_valid <= len);
+    return LS_OK;
+}
+
+int ls_index_batches(const ls_batch_info_t *batches, int64_t count, int64_t offset_next,
+                     int64_t log_append_time, ls_scan_t *scan, uint32_t *index_offsets,
+                     uint32_t *index_positions, int64_t *time_timestamps,
+                     uint32_t *time_offsets, int64_t index_cap) {
+    if (scan == NULL || count < 0 || (batches == NULL && count > 0)) return LS_ERR_ARGUMENT;
+    if (scan->index_interval > 0 && scan->position_base < 0) return LS_ERR_ARGUMENT;
+    scan_reset(scan);
+    int64_t position = 0;
+    for (int64_t i = 0; i < count; i++) {
+        const ls_batch_info_t *b = batches + i;
+        if (b->position != position || b->size < LS_BATCH_HEADER_SIZE || b->size > LS_BATCH_SIZE_LIMIT ||
+            b->last_offset_delta < 0 || b->record_count < 0)
+            return LS_ERR_ARGUMENT;
+        if (scan->index_interval > 0 && scan->position_base + position + b->size > (int64_t)UINT32_MAX + 1)
+            return LS_ERR_ARGUMENT;
+        int64_t base = offset_next >= 0 ? offset_next : b->base_offset;
+        if (base < 0 || base > INT64_MAX - b->last_offset_delta - 1) return LS_ERR_ARGUMENT;
+        int64_t offset_last = base + b->last_offset_delta;
+        int rc = scan_check_offsets(scan, base, offset_last);
+        if (rc != LS_OK) {
+            scan->stop = rc;
+            break;
+        }
+        int64_t timestamp = log_append_time >= 0 ? log_append_time : b->timestamp_max;
+        rc = scan_account(scan, scan->position_base + position, base, offset_last, timestamp, b->size,
+                          b->record_count, index_offsets, index_positions, time_timestamps,
+                          time_offsets, index_cap);
+        if (rc != LS_OK) return rc;
+        if (offset_next >= 0) offset_next = offset_last + 1;
+        position += b->size;
+        scan->bytes_valid = position;
+    }
     return LS_OK;
 }
 

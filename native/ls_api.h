@@ -21,7 +21,8 @@ enum {
     LS_ERR_CAPACITY = -4,   /* caller's output array or buffer too small */
     LS_ERR_ARGUMENT = -5,   /* an argument outside its documented range */
     LS_ERR_NOT_FOUND = -6,  /* no batch satisfies the search */
-    LS_ERR_OFFSET = -7      /* offsets not increasing, or beyond u32 of base */
+    LS_ERR_OFFSET = -7,     /* offsets not increasing, or beyond u32 of base */
+    LS_ERR_INVALID = -8     /* a client's batch Kafka refuses (LS_SCAN_CLIENT) */
 };
 
 enum {
@@ -37,8 +38,38 @@ enum {
     LS_SCAN_MONOTONIC = 4, /* base offsets must exceed the previous last offset */
     LS_SCAN_DENSE = 8,     /* base offsets must be the previous last offset + 1
                             * (a log that was never compacted) */
-    LS_SCAN_EPOCH = 16     /* leader epochs non-decreasing, at most leader_epoch_max */
+    LS_SCAN_EPOCH = 16,    /* leader epochs non-decreasing, at most leader_epoch_max */
+    LS_SCAN_FIELDS = 32,   /* with LS_SCAN_RECORDS: per uncompressed batch, its records'
+                            * null keys and smallest and largest timestamps (ls_batch_info_t) */
+    LS_SCAN_LIMITS = 64,   /* stop cleanly before a batch whose base offset is at or past
+                            * offset_limit, or (after the first) one that would pass bytes_max */
+    LS_SCAN_CLIENT = 128   /* a producer's batches (Kafka's validateBatch), LS_ERR_INVALID when
+                            * the record count is not positive or not last offset delta + 1, for
+                            * a control batch, or a producer id with a negative base sequence;
+                            * the batch's ls_batch_info_t is filled for the message */
 };
+
+/* One batch as the scan saw it (ls_scan_t.batches): what validation, producer
+ * state, offset assignment and the segment's indexes need, so none of them
+ * reads the batch's bytes again. */
+typedef struct ls_batch_info {
+    int64_t position;          /* of the batch, from buf[0] */
+    int64_t size;              /* bytes, log overhead included */
+    int64_t base_offset;       /* as found (a producer's: usually 0) */
+    int64_t timestamp_base;    /* the header's first timestamp */
+    int64_t timestamp_max;     /* the header's max timestamp */
+    int64_t record_timestamp_min; /* LS_SCAN_FIELDS, uncompressed: smallest record timestamp */
+    int64_t record_timestamp_max; /* LS_SCAN_FIELDS, uncompressed: largest record timestamp */
+    int64_t producer_id;
+    int32_t last_offset_delta;
+    int32_t record_count;
+    int32_t base_sequence;
+    int32_t partition_leader_epoch;
+    int32_t keyless_count;     /* LS_SCAN_FIELDS, uncompressed: records whose key is null;
+                                * -1 when not walked (compressed, or no LS_SCAN_FIELDS) */
+    int16_t producer_epoch;
+    int16_t attributes;
+} ls_batch_info_t;
 
 typedef struct ls_scan {
     /* Inputs, carried from one call to the next for one segment. */
@@ -63,6 +94,15 @@ typedef struct ls_scan {
     int64_t index_count;   /* offset index entries written */
     int64_t time_index_count; /* time index entries written */
     int32_t stop;          /* LS_OK at a clean end, else why the scan stopped */
+    /* Inputs of LS_SCAN_LIMITS (a read's span). */
+    int64_t bytes_max;     /* bytes of whole batches wanted (at least one batch) */
+    int64_t offset_limit;  /* stop before a batch whose base offset is >= this */
+    /* Optional per batch output: NULL, or room for batches_cap batches; a scan
+     * with more batches stops (bytes_valid so far) with stop = LS_ERR_CAPACITY. */
+    ls_batch_info_t *batches;
+    int64_t batches_cap;
+    /* More outputs. */
+    int64_t size_largest;  /* the largest batch's size, in bytes */
 } ls_scan_t;
 
 /* CRC-32C (Castagnoli), chainable like the crc32c package: pass the previous
@@ -81,6 +121,20 @@ int ls_scan_batches(const uint8_t *buf, int64_t len, ls_scan_t *scan,
                     uint32_t *index_offsets, uint32_t *index_positions,
                     int64_t *time_timestamps, uint32_t *time_offsets,
                     int64_t index_cap);
+
+/* The index entries due for whole batches already scanned into batches[0..count)
+ * (ls_scan_t.batches), appended at file position scan->position_base: the
+ * rule, checks and outputs of ls_scan_batches with index_interval > 0 and
+ * LS_SCAN_MONOTONIC, without reading the batches' bytes again. offset_next >= 0:
+ * the batches were given offsets from it (ls_assign_offsets), else their own;
+ * log_append_time >= 0 replaces their max timestamps (LogAppendTime).
+ * Returns LS_OK (scan->stop says whether they may be appended: LS_ERR_OFFSET
+ * for offsets not above offset_prev or beyond u32 of the segment base),
+ * LS_ERR_ARGUMENT or LS_ERR_CAPACITY. */
+int ls_index_batches(const ls_batch_info_t *batches, int64_t count, int64_t offset_next,
+                     int64_t log_append_time, ls_scan_t *scan, uint32_t *index_offsets,
+                     uint32_t *index_positions, int64_t *time_timestamps,
+                     uint32_t *time_offsets, int64_t index_cap);
 
 /* Rewrites base offsets from offset_next on, and partition leader epochs.
  * log_append_time >= 0 stamps LogAppendTime (attribute bit 3, max timestamp)

@@ -7,19 +7,14 @@ the Store's logs and the MetadataCache's partition state (a re-created topic
 gets new ones: a Partition is tied to its Log), and the fetch purgatory that
 appends wake.
 
-Per partition, an append checks what Kafka's ``LogValidator`` and
-``UnifiedLog.append`` check, in this order:
-
-- the topic and partition exist here (UNKNOWN_TOPIC_OR_PARTITION);
-- the records are exactly one v2 batch (magic 2, as produce v3+ requires),
-  whose CRC and structure the native scanner checks (CORRUPT_MESSAGE);
-- the batch fits the topic's ``max.message.bytes`` (MESSAGE_TOO_LARGE);
-- with CreateTime, its timestamps lie within
-  ``message.timestamp.before/after.max.ms`` of now (INVALID_TIMESTAMP);
-- acks=-1 needs ``min.insync.replicas`` replicas in the ISR
-  (NOT_ENOUGH_REPLICAS);
-- an idempotent batch (producer id >= 0) is checked against the producer's
-  epoch and sequence; a duplicate returns its first append's offset.
+An append finds the partition (UNKNOWN_TOPIC_OR_PARTITION, or
+NOT_LEADER_OR_FOLLOWER when another broker leads it) and hands the records
+to it: :meth:`Partition.append_as_leader` (Kafka's ``appendRecordsToLeader``)
+checks acks=-1 against ``min.insync.replicas``, then storage validates the
+batch in one C scan (:mod:`logstore.storage.validator`: Kafka's
+``LogValidator``), checks it against the producer's epoch and sequence
+(:mod:`logstore.storage.producer_state`; a duplicate returns its first
+append's offset) and appends it.
 
 Replicated (a broker of a cluster, :meth:`ReplicaManager.start_replication`):
 appends carry the partition's leader epoch; acks=-1 waits (Kafka's delayed
@@ -40,25 +35,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, NamedTuple
 
-import numpy as np
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.inter_broker import BrokerChannel, ChannelError
 from logstore.broker.metadata_cache import NO_LEADER, MetadataCache, PartitionState
 from logstore.broker.metrics import BrokerMetrics
-from logstore.broker.partition import Partition
-from logstore.broker.producers import last_sequence
+from logstore.broker.partition import AppendResult, Partition
 from logstore.broker.purgatory import Purgatory
 from logstore.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
-from logstore.broker.txn_verification import NOT_ADDED
 from logstore.errors import LogstoreError, UnknownTopicError
 from logstore.protocol.errors import error_for
-from logstore.records.batch import RecordBatch, columns_of
 from logstore.records.builder import build_control_batch
 from logstore.storage.log import Log, ReadResult
 from logstore.storage.log_manager import LogManager
@@ -68,33 +58,6 @@ _log = logging.getLogger("logstore.broker")
 
 LEADERSHIP_WAIT_S = 0.5
 """How long a produce to an in-sync follower waits to become the leader's (:meth:`ReplicaManager._await_leadership`)."""
-_MAX_TIMESTAMP_AT = 35
-_UNBOUNDED_MS = 2**62  # message.timestamp.before.max.ms at or above this: no limit (Kafka's default is Long.MAX)
-_TIMESTAMP = struct.Struct(">q")
-
-
-class AppendResult:
-    """One partition's answer to an append: Kafka's ``PartitionResponse``."""
-
-    __slots__ = ("append_time", "base_offset", "error", "log_start", "message", "record_errors", "required_offset")
-
-    def __init__(
-        self,
-        error: ErrorCode,
-        base_offset: int = -1,
-        append_time: int = -1,
-        log_start: int = -1,
-        message: str | None = None,
-        record_errors: tuple[tuple[int, str | None], ...] = (),
-    ) -> None:
-        self.error = error
-        self.base_offset = base_offset
-        self.append_time = append_time
-        self.log_start = log_start
-        self.message = message
-        # KIP-467: (index of the record in its batch, why) for each record that made the batch fail.
-        self.record_errors = record_errors
-        self.required_offset = -1  # acks=-1 when replicated: the HW this append waits for
 
 
 class Opening(NamedTuple):
@@ -226,19 +189,15 @@ class ReplicaManager:
         """The Opening when ``records`` is a transactional batch that would open its
         producer's transaction on this partition (none open there at that epoch): KIP-890's
         verification with the coordinator comes first (broker/txn_verification.py). None for
-        anything else, and for partitions not led here (the append reports those). O(1)."""
+        anything else, and for partitions not led here (the append reports those). The
+        partition keeps its validation of ``records`` for their append (one scan). O(batch) in C."""
         if not records:
             return None
-        try:
-            batch = RecordBatch(memoryview(records))
-        except struct.error:  # shorter than a header: the append refuses it
-            return None
-        if not batch.is_transactional or batch.is_control or batch.producer_id < 0:
-            return None
         partition = self.leader_partition(topic, index)
-        if not isinstance(partition, Partition) or _has_open_transaction(partition, batch.producer_id, batch.producer_epoch):
+        if not isinstance(partition, Partition):
             return None
-        return Opening(batch.producer_id, batch.producer_epoch, partition)
+        found = partition.opening(records)
+        return Opening(found[0], found[1], partition) if found is not None else None
 
     async def append(
         self, topic: str, index: int, records: bytes | memoryview | None, acks: int, guard: object | None = None
@@ -252,83 +211,13 @@ class ReplicaManager:
             partition = await self._await_leadership(topic, index)
         if not isinstance(partition, Partition):
             return AppendResult(partition)
-        log = partition.log
-        checked = _check_batch(partition, records, acks)
-        if isinstance(checked, AppendResult):
-            return checked
-        batch = checked
-        producer_id = batch.producer_id
-        state = None
-        sequence = (batch.base_sequence, last_sequence(batch.base_sequence, batch.last_offset_delta))
-        if producer_id >= 0:
-            state = partition.producers
-            error, duplicate = state.check(producer_id, batch.producer_epoch, *sequence)
-            if error != ErrorCode.none:
-                entry = state.entries.get(producer_id)
-                last = entry.batches[-1] if entry is not None and entry.batches else None
-                if (
-                    error == ErrorCode.out_of_order_sequence_number
-                    and self.replicated
-                    and last is not None
-                    and last.last_offset < partition.leader_epoch_start
-                ):
-                    # A gap before this leadership's first batch from the producer: its earlier
-                    # batches were refused while this broker was not yet the leader (they come
-                    # again, in order). librdkafka takes OUT_OF_ORDER_SEQUENCE for "bump the
-                    # epoch and send everything again", and duplicated a batch that an earlier
-                    # leader had written (the 1,000-fault run); NOT_LEADER_OR_FOLLOWER makes it
-                    # resend from its first unacknowledged batch instead.
-                    error = ErrorCode.not_leader_or_follower
-                _log.info(
-                    "%s-%d: %s for producer %d epoch %d sequences %d-%d (last appended: %s)",
-                    topic, index, error.name, producer_id, batch.producer_epoch, *sequence, last,
-                )  # fmt: skip
-                return AppendResult(error, log_start=log.log_start_offset)
-            if duplicate is not None:  # a retry: its first append's offset, once replicated as acks asks
-                result = AppendResult(ErrorCode.none, duplicate.first_offset, -1, log.log_start_offset)
-                if acks == -1 and self.replicated:
-                    result.required_offset = duplicate.last_offset + 1
-                return result
-            if (
-                guard is not None
-                and state.guards.get(producer_id) is not guard
-                and not _has_open_transaction(partition, producer_id, batch.producer_epoch)
-            ):
-                # The transaction ended (a marker) while its coordinator was asked: this batch is late.
-                return AppendResult(ErrorCode.invalid_txn_state, log_start=log.log_start_offset, message=NOT_ADDED)
-        # A large request's records are a writable view of its frame: offsets go in place.
-        writable = isinstance(records, memoryview) and not records.readonly
-        buffer: memoryview | bytearray = (
-            records
-            if isinstance(records, memoryview) and writable
-            else bytearray(records or b"")  # (empty was refused above)
-        )
-        try:
-            epoch = partition.leader_epoch if self.replicated else -1
-            if log.config.flush_messages == 1:
-                info = await asyncio.get_running_loop().run_in_executor(None, log.append_batch, buffer, epoch, True)
-            else:
-                info = log.append_batch(buffer, epoch, True)  # keys were checked by _check_batch
-        except (LogstoreError, OSError) as e:
-            code = error_for(e)
-            if code in (ErrorCode.unknown_server_error, ErrorCode.kafka_storage_error):
-                _log.error("append to %s-%d failed: %s", topic, index, e)
-            return AppendResult(code, message=str(e))
-        if state is not None:
-            state.record(producer_id, batch.producer_epoch, *sequence, info.first_offset, info.last_offset)
-            if guard is not None and state.guards.get(producer_id) is guard:
-                del state.guards[producer_id]  # the transaction is open here now
-        self.metrics.traffic.produced(topic, batch.size, batch.record_count)
-        partition.check_offsets()
-        if self.replicated:
-            partition.maybe_advance_high_watermark()
-        self.purgatory.notify((topic, index))
-        append_time = -1
-        if log.config.message_timestamp_type == "LogAppendTime":
-            (append_time,) = _TIMESTAMP.unpack_from(buffer, _MAX_TIMESTAMP_AT)
-        result = AppendResult(ErrorCode.none, info.first_offset, append_time, log.log_start_offset)
-        if acks == -1 and self.replicated:
-            result.required_offset = info.last_offset + 1
+        if partition.log.config.flush_messages == 1:  # an fsync per batch: off the event loop
+            result = await partition.append_as_leader_durably(records, acks, self.replicated, guard)
+        else:  # page-cache writes stay on the loop: a thread hop costs more than the write
+            result = partition.append_as_leader(records, acks, self.replicated, guard)
+        if result.size_appended:
+            self.metrics.traffic.produced(topic, result.size_appended, result.records_appended)
+            self.purgatory.notify((topic, index))
         return result
 
     async def append_marker(
@@ -346,7 +235,7 @@ class ReplicaManager:
         state = partition.producers
         error = state.check_marker(producer_id, epoch, coordinator_epoch)
         if error != ErrorCode.none:
-            return AppendResult(error, log_start=log.log_start_offset)
+            return AppendResult(ErrorCode(error), log_start=log.log_start_offset)
         _ = log.transactions  # built before the append, so that it reports what the marker completes
         batch = bytearray(build_control_batch(commit, producer_id, epoch, coordinator_epoch))
         try:
@@ -711,84 +600,3 @@ class ReplicaManager:
 
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
-
-
-def _has_open_transaction(partition: Partition, producer_id: int, epoch: int) -> bool:
-    """Kafka's ``hasOngoingTransaction``: the producer has a transaction open on the partition,
-    at this epoch."""
-    if producer_id not in partition.log.transactions.open:
-        return False
-    entry = partition.producers.entries.get(producer_id)
-    return entry is not None and entry.epoch == epoch
-
-
-def _record_errors(error: ErrorCode, indexes: list[int], reason: str) -> AppendResult:
-    """A batch refused for some of its records (KIP-467): each listed with ``reason``, and Kafka's
-    summary as the partition's error message (librdkafka fails the listed records with ``error``
-    and the others with _INVALID_DIFFERENT_RECORD)."""
-    shown = ", ".join(f"RecordError(batchIndex={i}, message='{reason}')" for i in indexes[:3])
-    summary = (
-        f"One or more records have been rejected due to {len(indexes)} record errors in total, and only "
-        f"showing the first three errors at most: [{shown}]"
-    )
-    return AppendResult(error, message=summary, record_errors=tuple((i, reason) for i in indexes))
-
-
-def _check_batch(
-    partition: Partition, records: bytes | memoryview | None, acks: int
-) -> AppendResult | RecordBatch:
-    if not records:
-        return AppendResult(ErrorCode.invalid_record, message="the request carries no record batch")
-    try:
-        batch = RecordBatch(memoryview(records))
-    except struct.error:
-        return AppendResult(ErrorCode.corrupt_message, message="records shorter than a batch header")
-    if batch.magic != 2:
-        return AppendResult(
-            ErrorCode.unsupported_for_message_format, message=f"magic {batch.magic}; send v2 batches"
-        )
-    if batch.size != len(records):
-        return AppendResult(
-            ErrorCode.invalid_record if batch.size < len(records) else ErrorCode.corrupt_message,
-            message="a produce request must carry exactly one record batch per partition",
-        )
-    config = partition.log.config
-    if "compact" in config.cleanup_policy:
-        keyless = np.flatnonzero(columns_of(memoryview(records)).key_lengths < 0)
-        if len(keyless):
-            reason = f"Compacted topic cannot accept message without key in topic partition {partition.topic}-{partition.index}."
-            return _record_errors(ErrorCode.invalid_record, keyless.tolist(), reason)
-    if batch.size > config.max_message_bytes:
-        return AppendResult(
-            ErrorCode.message_too_large,
-            message=f"batch of {batch.size} bytes exceeds max.message.bytes={config.max_message_bytes}",
-        )
-    if config.message_timestamp_type == "CreateTime":
-        now = int(time.time() * 1000)
-        before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
-        # The header gives the largest timestamp, and the first record's: a later record may be
-        # older, so a bounded "before" reads every record's (one C decode) when the header passes.
-        stamps = None
-        if before < _UNBOUNDED_MS and now - batch.base_timestamp <= before and batch.max_timestamp - now <= after:
-            stamps = columns_of(memoryview(records)).timestamps
-        if (
-            batch.max_timestamp - now > after
-            or now - batch.base_timestamp > before
-            or (stamps is not None and len(stamps) and now - int(stamps.min()) > before)
-        ):
-            stamps = columns_of(memoryview(records)).timestamps if stamps is None else stamps
-            late = (now - stamps > config.message_timestamp_before_max_ms) | (
-                stamps - now > config.message_timestamp_after_max_ms
-            )
-            reason = (
-                f"Timestamp out of range: allowed [now - {config.message_timestamp_before_max_ms} ms, "
-                f"now + {config.message_timestamp_after_max_ms} ms] (message.timestamp.before/after.max.ms)"
-            )
-            return _record_errors(ErrorCode.invalid_timestamp, np.flatnonzero(late).tolist(), reason)
-    in_sync = len(partition.state.isr)
-    if acks == -1 and config.min_insync_replicas > in_sync:
-        return AppendResult(
-            ErrorCode.not_enough_replicas,
-            message=f"{in_sync} replica(s) in sync, min.insync.replicas={config.min_insync_replicas}",
-        )
-    return batch

@@ -23,11 +23,13 @@ from logstore.errors import (
     InvalidArgumentError,
     InvalidConfigError,
     InvalidRecordError,
+    InvalidTimestampError,
     LogstoreError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     TopicExistsError,
     UnknownTopicError,
+    UnsupportedMessageFormatError,
 )
 
 
@@ -91,7 +93,9 @@ _ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
     (CorruptRecordError, ErrorCode.corrupt_message),
     (RecordTooLargeError, ErrorCode.message_too_large),
+    (InvalidTimestampError, ErrorCode.invalid_timestamp),
     (InvalidRecordError, ErrorCode.invalid_record),
+    (UnsupportedMessageFormatError, ErrorCode.unsupported_for_message_format),
     (InvalidConfigError, ErrorCode.invalid_config),
     (InvalidArgumentError, ErrorCode.invalid_request),
     (OSError, ErrorCode.kafka_storage_error),

@@ -40,7 +40,6 @@ Invariants: segment base offsets increase; the active segment is the last;
 from __future__ import annotations
 
 import os
-import struct
 import threading
 import time
 from bisect import bisect_right
@@ -56,23 +55,13 @@ from logstore._progress import terminal_progress
 from logstore._speedups import record_at
 from logstore.errors import (
     ClosedError,
-    CorruptRecordError,
     InvalidArgumentError,
-    InvalidRecordError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
 )
 from logstore.records import Record, RecordBatch, build_batch
-from logstore.records.batch import (
-    ATTR_CONTROL,
-    ATTR_TRANSACTIONAL,
-    Columns,
-    batches_of,
-    columns_of,
-    producer_batches,
-    scan,
-)
+from logstore.records.batch import Columns, batches_of, columns_of, producer_batches
 from logstore.records.builder import RecordLike, has_keyless
+from logstore.storage import validator
 from logstore.storage.checkpoints import fsync_directory, read_offsets, write_offsets
 from logstore.storage.config import LogConfig
 from logstore.storage.epochs import LeaderEpochFileCache
@@ -80,16 +69,13 @@ from logstore.storage.index import IndexFullError
 from logstore.storage.loader import LogLoader
 from logstore.storage.segment import LogSegment, SegmentRead
 from logstore.storage.transactions import AbortedTxn, CompletedTxn, LogTransactions
+from logstore.storage.validator import ScannedBatches
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 # Any int32 leader epoch: a scan of a follower's batches then checks only their order.
 _ANY_EPOCH = 0x7FFFFFFF
-_ATTRIBUTES_AT = 21  # a v2 batch header's attributes (int16) and last offset delta (int32)
-_LAST_DELTA_AT = 23
-_ATTRIBUTES = struct.Struct(">h")
-_DELTA = struct.Struct(">i")
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
@@ -371,19 +357,15 @@ class Log:
         """Aborted transactions with records in [fetch_offset, upper_bound) (a read_committed fetch)."""
         return self.transactions.aborted_between(fetch_offset, upper_bound)
 
-    def _observe_transactions(self, data: bytes | bytearray | memoryview, info: AppendInfo) -> AppendInfo:
+    def _observe_transactions(
+        self, data: bytes | bytearray | memoryview, info: AppendInfo, scanned: ScannedBatches
+    ) -> AppendInfo:
         """Under the append lock: account for transactional and control batches just appended.
 
-        Free when the state is not built yet (the build reads them from the log). A single
-        batch is looked at through its attributes alone (one unpack)."""
+        Free when the state is not built yet (the build reads them from the log), and when
+        the scan saw no transactional or control batch."""
         txns = self._transactions
-        if txns is None:
-            return info
-        if (
-            len(data) >= _ATTRIBUTES_AT + 2
-            and info.first_offset == info.last_offset - _last_delta(data)
-            and not _ATTRIBUTES.unpack_from(data, _ATTRIBUTES_AT)[0] & (ATTR_TRANSACTIONAL | ATTR_CONTROL)
-        ):
+        if txns is None or not scanned.has_transactional_or_control():
             return info
         completed = txns.observe(producer_batches(memoryview(data)), self._active.base_offset)
         return AppendInfo(info.first_offset, info.last_offset, tuple(completed)) if completed else info
@@ -421,7 +403,7 @@ class Log:
             # Checked on the Python objects: cheaper than decoding the built batch again.
             records = records if isinstance(records, (list, tuple)) else list(records)
             if has_keyless(records):
-                raise self._keyless_error()
+                raise validator.keyless_error(self.path, self.config)
         with self._lock:
             self._check_open()
             first = self.log_end_offset
@@ -431,11 +413,7 @@ class Log:
             )
             if self.config.message_timestamp_type == "LogAppendTime":
                 batch = self._stamp_append_time(bytearray(batch), first, epoch)
-            if len(batch) > self.config.max_message_bytes:
-                raise RecordTooLargeError(
-                    f"a batch of {len(batch)} bytes exceeds max.message.bytes={self.config.max_message_bytes}; "
-                    "raise it or append fewer records at a time"
-                )
+            validator.check_size(len(batch), self.config)
             info = self._append_assigned(batch, first)
         self._after_append(info)
         return info
@@ -451,7 +429,11 @@ class Log:
         return buf
 
     def append_batch(
-        self, data: bytes | bytearray | memoryview, leader_epoch: int = -1, keys_checked: bool = False
+        self,
+        data: bytes | bytearray | memoryview,
+        leader_epoch: int = -1,
+        keys_checked: bool = False,
+        validated: ScannedBatches | None = None,
     ) -> AppendInfo:
         """Append pre-encoded v2 batches (the broker's path): validate in C, assign offsets, store.
 
@@ -464,15 +446,12 @@ class Log:
         batches (or unreplicated ones, -1, in a replicated log) would break
         the log's epoch order. ``keys_checked``: the caller already refused
         keyless records for a compacted log (the broker, which names them).
+        ``validated``: the validator's scan of ``data`` (a producer's batch,
+        :func:`~logstore.storage.validator.validate_from_client`): its bytes
+        are not scanned again, here or by the segment's index.
         """
-        state = scan(data)
-        if state.stop != 0 or state.bytes_valid != len(data) or state.batch_count == 0:
-            raise_for(state.stop or lib.LS_ERR_CORRUPT, "appending record batches")
-        writable = isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly)
-        buf = data if writable else bytearray(data)
-        self._refuse_large_batches(buf)
-        if "compact" in self.config.cleanup_policy and not keys_checked:
-            self._refuse_keyless(buf)
+        scanned = validated or validator.validate_for_log(data, self.config, self.path, keys_checked)
+        buf = scanned.data
         append_time = int(time.time() * 1000) if self.config.message_timestamp_type == "LogAppendTime" else -1
         with self._lock:
             self._check_open()
@@ -483,7 +462,8 @@ class Log:
                 raise_for(rc, "assigning offsets")
             if leader_epoch != self.epochs.latest_epoch:  # the only cost to a log without replication
                 self._begin_epoch(leader_epoch, first)
-            info = self._observe_transactions(buf, self._append_assigned(buf, first))
+            info = self._append_assigned(buf, first, scanned, first, append_time)
+            info = self._observe_transactions(buf, info, scanned)
         self._after_append(info)
         return info
 
@@ -506,11 +486,9 @@ class Log:
             return AppendInfo(end, end - 1)
         dense = self._active.scan_flags & lib.LS_SCAN_DENSE
         checks = lib.LS_SCAN_CRC | lib.LS_SCAN_RECORDS | lib.LS_SCAN_MONOTONIC | lib.LS_SCAN_EPOCH | dense
-        state = scan(data, checks, _ANY_EPOCH)
-        if state.stop != 0 or state.bytes_valid != len(data):
-            raise_for(state.stop or lib.LS_ERR_CORRUPT, "appending replicated record batches")
-        self._refuse_large_batches(data)
-        first_epoch = RecordBatch(memoryview(data)).partition_leader_epoch
+        scanned = validator.validate_replicated(data, checks, _ANY_EPOCH, self.config)
+        state, batches = scanned.state, scanned.batches
+        first_epoch = scanned.first.partition_leader_epoch
         last_epoch = state.leader_epoch_prev  # the scan's epoch check leaves the last batch's here
         with self._lock:
             self._check_open()
@@ -524,10 +502,10 @@ class Log:
                 )
             latest = self.epochs.latest_epoch
             if first_epoch != latest or last_epoch != latest:
-                for batch in batches_of(memoryview(data)):
+                for batch in batches[0 : scanned.count]:
                     if batch.partition_leader_epoch != self.epochs.latest_epoch:
                         self._begin_epoch(batch.partition_leader_epoch, batch.base_offset)
-            info = self._observe_transactions(data, self._append_assigned(data, first))
+            info = self._observe_transactions(data, self._append_assigned(data, first, scanned), scanned)
         self._after_append(info)
         return info
 
@@ -558,40 +536,24 @@ class Log:
             for segment in self.segments.values():
                 segment.leader_epoch_max = epoch
 
-    def _refuse_large_batches(self, data: bytes | bytearray | memoryview) -> None:
-        """Kafka's max.message.bytes, per batch; data within it needs no walk."""
-        limit = self.config.max_message_bytes
-        if len(data) <= limit:
-            return
-        for batch in batches_of(memoryview(data)):
-            if batch.size > limit:
-                raise RecordTooLargeError(
-                    f"a batch of {batch.size} bytes exceeds max.message.bytes={limit}; raise it or send smaller batches"
-                )
-
-    def _refuse_keyless(self, data: bytes | bytearray | memoryview) -> None:
-        """A compacted log takes only records with keys (Kafka's LogValidator); one C decode.
-
-        Only compacted logs pay for this walk of the records' keys.
-        """
-        columns = columns_of(memoryview(data))
-        if len(columns) and int(columns.key_lengths.min()) < 0:
-            raise self._keyless_error()
-
-    def _keyless_error(self) -> InvalidRecordError:
-        return InvalidRecordError(
-            f"{self.path}: a record without a key cannot be appended to a compacted topic "
-            f"(cleanup.policy={','.join(self.config.cleanup_policy)}): compaction keeps the latest "
-            "record per key; give every record a key, or change cleanup.policy to delete"
-        )
-
-    def _append_assigned(self, data: bytes | bytearray | memoryview, first: int) -> AppendInfo:
+    def _append_assigned(
+        self,
+        data: bytes | bytearray | memoryview,
+        first: int,
+        scanned: ScannedBatches | None = None,
+        offset_next: int = -1,
+        append_time: int = -1,
+    ) -> AppendInfo:
+        """Store batches starting at offset ``first`` (under the lock). ``scanned``: their scan,
+        from which the segment indexes them without reading them again; ``offset_next``: the
+        offsets they were given from (-1: their own, a follower's), ``append_time`` their
+        LogAppendTime (-1: none)."""
         self._maybe_roll(len(data))
         try:
-            self.active_segment.append(data)
+            self.active_segment.append(data, scanned, offset_next, append_time)
         except IndexFullError:
             self._roll_locked()
-            self.active_segment.append(data)
+            self.active_segment.append(data, scanned, offset_next, append_time)
         return AppendInfo(first, self.log_end_offset - 1)
 
     def _after_append(self, info: AppendInfo) -> None:
@@ -669,7 +631,8 @@ class Log:
     # -- reading -----------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int = 1_048_576, upto: str = "high_watermark") -> ReadResult:
-        """Whole batches from the one holding ``offset``, CRC-checked in C.
+        """Whole batches from the one holding ``offset``, CRC-checked in C in the one scan that
+        finds where they end (:meth:`LogSegment.read_checked`).
 
         At least one batch is returned when one exists below the limit
         (``upto``: "high_watermark", "last_stable" (the LSO) or "log_end"). Offsets below the log
@@ -700,43 +663,10 @@ class Log:
             segment = segments.get(base)
             if segment is None or segment.closed:
                 continue
-            read = segment.read(offset, max_bytes)
-            if read is None:
-                continue
-            read = self._below(read, limit)
-            if read is not None:
-                return ReadResult(read, offset, self._verify(read, offset))
+            found = segment.read_checked(offset, max_bytes, limit)
+            if found is not None:
+                return ReadResult(found[0], offset, found[1])
         return ReadResult(None, offset)
-
-    def _below(self, read: SegmentRead, limit: int) -> SegmentRead | None:
-        """Trim a read to the batches whose base offset is below ``limit``."""
-        at = 0
-        for batch in batches_of(read.view):
-            if batch.base_offset >= limit:
-                break
-            at += batch.size
-        if at == 0:
-            return None
-        return SegmentRead(read.segment, read.position, at, read.view[:at])
-
-    def _verify(self, read: SegmentRead, offset: int) -> int:
-        """CRC, offsets and epochs of the batches about to be served, in C; returns their record count.
-
-        In a log that was never compacted the batch holding ``offset`` must
-        start at or before it: a later start means its base offset (which
-        the CRC does not cover) was damaged.
-        """
-        flags = read.segment.scan_flags | lib.LS_SCAN_CRC
-        state = scan(read.view, flags, self.leader_epoch_max)
-        dense = flags & lib.LS_SCAN_DENSE
-        if dense and state.offset_first > offset:
-            state.stop = lib.LS_ERR_OFFSET
-        if state.stop != 0:
-            raise CorruptRecordError(
-                f"{read.path}: the batch at byte {read.position + state.bytes_valid} failed its check and is "
-                "not served; restart to recover the log, or restore the segment from a replica"
-            )
-        return int(state.record_count)
 
     def get(self, offset: int, upto: str = "high_watermark") -> Record | None:
         """The one record with ``offset``; None if compaction removed it.
@@ -991,8 +921,3 @@ class Log:
             f"Log({self.path!r}, segments={len(self.segments)}, start={self.log_start_offset}, "
             f"end={self.log_end_offset})"
         )
-
-
-def _last_delta(data: bytes | bytearray | memoryview) -> int:
-    """The first batch's last offset delta: data is one batch when it spans the append's offsets."""
-    return int(_DELTA.unpack_from(data, _LAST_DELTA_AT)[0])

@@ -50,6 +50,7 @@ from logstore.records.batch import RecordBatch
 from logstore.records.record import Record
 from logstore.storage.index import IndexFullError, OffsetIndex, TimeIndex
 from logstore.storage.transactions import TXN_INDEX_SUFFIX
+from logstore.storage.validator import ScannedBatches
 
 SEGMENT_SIZE_MAX = 0x7FFFFFFF  # positions are u32; Kafka caps segments at Int.MaxValue
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -328,6 +329,32 @@ class LogSegment:
             raise_for(rc, f"scanning {self.log_path}")
         return state, scratch
 
+    def _index_scanned(self, scanned: ScannedBatches, offset_next: int, append_time: int) -> tuple[Any, Any]:
+        """The index entries of scanned batches appended at the end (``ls_index_batches``: the
+        rule :meth:`_scan` applies, from the scan's per-batch sizes, offsets and timestamps)."""
+        state = self._append_state
+        state.position_base = self.size
+        state.segment_base_offset = self.base_offset
+        state.index_interval = self.index_interval_bytes
+        state.bytes_since_index = self.bytes_since_index
+        state.offset_prev = self.next_offset - 1
+        state.timestamp_max = self.max_timestamp
+        state.timestamp_max_offset = self.offset_of_max_timestamp
+        state.time_index_last = self.time_index.last_timestamp
+        state.flags = lib.LS_SCAN_MONOTONIC
+        count = scanned.count
+        if count + 1 <= _APPEND_SCRATCH_CAP:
+            scratch, pointers = self._append_scratch()
+            cap = _APPEND_SCRATCH_CAP
+        else:
+            cap = count + 1
+            scratch = np.empty((2, cap), np.uint32), np.empty(cap, np.int64), np.empty(cap, np.uint32)
+            pointers = _scratch_pointers(scratch)
+        rc = lib.ls_index_batches(scanned.batches, count, offset_next, append_time, state, *pointers, cap)
+        if rc != 0:
+            raise_for(rc, f"indexing batches appended to {self.log_path}")
+        return state, scratch
+
     def _append_scratch(self) -> tuple[Any, tuple[Any, ...]]:
         if self._small_scratch is None:
             cap = _APPEND_SCRATCH_CAP
@@ -343,11 +370,21 @@ class LogSegment:
         if t:
             self.time_index.append_relative(stamps[:t], time_offsets[:t])
 
-    def append(self, data: bytes | bytearray | memoryview) -> int:
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        scanned: ScannedBatches | None = None,
+        offset_next: int = -1,
+        append_time: int = -1,
+    ) -> int:
         """Append whole batches whose offsets are assigned and above ``next_offset``.
 
         The bytes must already be validated (CRC) by the caller; this checks
-        structure and offsets, writes them, and indexes them. Returns the new
+        structure and offsets, writes them, and indexes them. ``scanned``: the
+        validator's scan of ``data`` (whose offsets were then assigned from
+        ``offset_next``, or are the batches' own when -1, with ``append_time``
+        as their LogAppendTime when >= 0): the index entries come from it
+        (``ls_index_batches``) instead of a walk of the bytes. Returns the new
         next offset. Raises IndexFullError (nothing written) when the indexes
         cannot take the entries: roll first.
         """
@@ -357,7 +394,10 @@ class LogSegment:
         length = len(data)
         if self.size + length > SEGMENT_SIZE_MAX:
             raise InvalidArgumentError(f"{self.log_path} would pass {SEGMENT_SIZE_MAX} bytes; roll first")
-        state, scratch = self._scan(0, flags=lib.LS_SCAN_MONOTONIC, index=True, data=data)
+        if scanned is None:
+            state, scratch = self._scan(0, flags=lib.LS_SCAN_MONOTONIC, index=True, data=data)
+        else:
+            state, scratch = self._index_scanned(scanned, offset_next, append_time)
         if state.stop != 0 or state.bytes_valid != length:
             raise_for(state.stop or lib.LS_ERR_CORRUPT, f"appending to {self.log_path}")
         if (
@@ -366,10 +406,11 @@ class LogSegment:
         ):
             raise IndexFullError(f"the indexes of {self.log_path} are full; roll the segment")
         if self.size == 0:
-            first = RecordBatch(memoryview(data))
-            self._rolling_timestamp = (
-                int(first.max_timestamp) if first.max_timestamp >= 0 else self.created_ms
-            )
+            if scanned is not None:
+                first_max = append_time if append_time >= 0 else scanned.first.timestamp_max
+            else:
+                first_max = int(RecordBatch(memoryview(data)).max_timestamp)
+            self._rolling_timestamp = first_max if first_max >= 0 else self.created_ms
         if crashpoints.ARMED and crashpoints.reached("segment.mid_write"):
             self._write(memoryview(data)[: length // 2], self.size)
             crashpoints.die()
@@ -436,6 +477,49 @@ class LogSegment:
         if self._closed:
             raise ClosedError(f"segment {self.log_path} is closed")
         return self._fd
+
+    def read_checked(self, offset: int, max_bytes: int, offset_limit: int) -> tuple[SegmentRead, int] | None:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least one) and
+        below ``offset_limit`` (their base offsets), with their record count: one C scan
+        (``ls_scan_batches`` with ``LS_SCAN_LIMITS``) finds where they end and checks them as
+        every scan of this segment does, CRC-32C included. A batch failing a check is not served:
+        CorruptRecordError. None when no batch below the limit holds ``offset`` or a later one.
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        position = found[0]
+        valid = self.valid_size()
+        if position >= valid:
+            return None
+        state = ffi.new("ls_scan_t *")
+        state.bytes_max = max_bytes
+        state.offset_limit = offset_limit
+        state.offset_prev = -1
+        state.timestamp_max = -1
+        state.timestamp_max_offset = -1
+        state.time_index_last = -1
+        state.leader_epoch_max = self.leader_epoch_max
+        state.leader_epoch_prev = -1
+        flags = self.scan_flags | lib.LS_SCAN_CRC | lib.LS_SCAN_LIMITS
+        state.flags = flags
+        rc = lib.ls_scan_batches(self._pointer() + position, valid - position, state, ffi.NULL, ffi.NULL,
+                                 ffi.NULL, ffi.NULL, 0)  # fmt: skip
+        if rc != 0:
+            raise_for(rc, f"reading {self.log_path} at byte {position}")
+        # In a log that was never compacted the batch holding ``offset`` starts at or before it:
+        # a later start means its base offset (which the CRC does not cover) was damaged.
+        if state.stop == 0 and flags & lib.LS_SCAN_DENSE and state.batch_count and state.offset_first > offset:
+            state.stop = lib.LS_ERR_OFFSET
+        if state.stop != 0:
+            raise CorruptRecordError(
+                f"{self.log_path}: the batch at byte {position + state.bytes_valid} failed its check and is "
+                "not served; restart to recover the log, or restore the segment from a replica"
+            )
+        size = int(state.bytes_valid)
+        if size == 0:
+            return None
+        return SegmentRead(self, position, size, self.view(position, size)), int(state.record_count)
 
     def read(self, offset: int, max_bytes: int, max_position: int | None = None) -> SegmentRead | None:
         """Whole batches from the one holding ``offset``, up to ``max_bytes``.

@@ -10,9 +10,11 @@ from kio.schema.errors import ErrorCode
 
 from logstore import Log, LogConfig, build_batch
 from logstore.broker.config import BrokerConfig, parse_listeners, read_properties
-from logstore.broker.producers import SEQUENCE_MAX, PartitionProducers, ProducerIds, last_sequence
+from logstore.broker.producers import ProducerIds
 from logstore.errors import InvalidConfigError
 from logstore.protocol import ProtocolError, parse_header
+from logstore.storage.producer_state import SEQUENCE_MAX, last_sequence
+from logstore.storage.producer_state import ProducerStateManager as PartitionProducers
 
 # -- config ---------------------------------------------------------------
 

@@ -118,7 +118,7 @@ def test_markers_from_an_older_coordinator_are_fenced(log: Log) -> None:
     producer state is rebuilt from the log (the epoch is read back from the marker's value)."""
     from kio.schema.errors import ErrorCode
 
-    from logstore.broker.producers import PartitionProducers
+    from logstore.storage.producer_state import ProducerStateManager as PartitionProducers
 
     state = PartitionProducers()
     assert state.check_marker(7, 0, 2) == ErrorCode.none  # unknown producer: anything goes
