@@ -217,7 +217,8 @@ class ReplicaManager:
             result = partition.append_as_leader(records, acks, self.replicated, guard)
         if result.size_appended:
             self.metrics.traffic.produced(topic, result.size_appended, result.records_appended)
-            self.purgatory.notify((topic, index))
+            # Fetches wake; of the produces waiting for the ISR, those the HW now covers.
+            self.purgatory.notify((topic, index), partition.log.high_watermark)
         return result
 
     async def append_marker(
