@@ -25,8 +25,9 @@ propagates (the connection logs it and closes).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from logstore.broker.api_definition import Api
@@ -106,30 +107,12 @@ class Dispatcher:
         else:
             response = await charge.timed(api.handle(ctx, request))
         if type(response) is Deferred:
-            return asyncio.get_running_loop().create_task(
-                self._finish(response, api, codec_, header, request, charge, connection, started)
-            )
-        return self._answer(response, api, codec_, header, request, charge, connection, started)
-
-    async def _finish(
-        self,
-        deferred: Deferred,
-        api: Api,
-        codec_: Codec,
-        header: RequestHeader,
-        request: Any,
-        charge: QuotaCharge | None,
-        connection: Any,
-        started: float,
-    ) -> list[Any] | None:
-        """A deferred handler's wait, then its answer as :meth:`dispatch` would have made it."""
-        waiting = deferred.waiting if charge is None else charge.timed(deferred.waiting)
-        response = await waiting
-        return self._answer(response, api, codec_, header, request, charge, connection, started)
+            answer = functools.partial(self._answer, api, codec_, header, request, charge, connection, started)
+            return asyncio.get_running_loop().create_task(_finish(response, charge, answer))
+        return self._answer(api, codec_, header, request, charge, connection, started, response)
 
     def _answer(
         self,
-        response: Any,
         api: Api,
         codec_: Codec,
         header: RequestHeader,
@@ -137,6 +120,7 @@ class Dispatcher:
         charge: QuotaCharge | None,
         connection: Any,
         started: float,
+        response: Any,
     ) -> list[Any] | None:
         """Encode ``response`` (throttled under a quota) and count the request."""
         chunks = None
@@ -152,3 +136,11 @@ class Dispatcher:
             connection.throttle(charge.throttle_ms, charge.client_throttles)
         self._metrics.observe(api, header.api_version, time.perf_counter() - started, response)
         return chunks
+
+
+async def _finish(
+    deferred: Deferred, charge: QuotaCharge | None, answer: Callable[[Any], list[Any] | None]
+) -> list[Any] | None:
+    """A deferred handler's wait, then its answer as :meth:`Dispatcher.dispatch` would have made it."""
+    response = await (deferred.waiting if charge is None else charge.timed(deferred.waiting))
+    return answer(response)
