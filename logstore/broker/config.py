@@ -100,7 +100,7 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "offsets.retention.check.interval.ms": ("long", 600_000, 1),
     "offset.metadata.max.bytes": ("int", 4096, 0),
     "offsets.commit.timeout.ms": ("int", 5_000, 1),  # in a cluster: how long a commit waits for the ISR
-    # The consumer group protocol (KIP-848; logstore/coordinator/consumer_membership.py).
+    # The consumer group protocol (KIP-848; logstore/coordinator/group/consumer_membership.py).
     "group.consumer.session.timeout.ms": ("int", 45_000, 1),
     "group.consumer.min.session.timeout.ms": ("int", 45_000, 1),
     "group.consumer.max.session.timeout.ms": ("int", 60_000, 1),
@@ -109,7 +109,7 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "group.consumer.max.heartbeat.interval.ms": ("int", 15_000, 1),
     "group.consumer.max.size": ("int", INT_MAX, 1),
     "group.consumer.assignors": ("string", "uniform,range", None),
-    # Transactions (KIP-98; logstore/coordinator/transactions.py), Kafka's names and defaults.
+    # Transactions (KIP-98; logstore/coordinator/txn/transaction_coordinator.py), Kafka's names and defaults.
     "transaction.max.timeout.ms": ("int", 900_000, 1),
     "transaction.state.log.num.partitions": ("int", 50, 1),
     "transaction.state.log.replication.factor": ("int", 3, 1),  # in a cluster (alone: 1)

@@ -12,7 +12,7 @@ transaction*). Kafka's ``AddPartitionsToTxnManager`` and the part of
 
 - The coordinator here (a broker alone, or this broker leads the id's
   ``__transaction_state`` partition): asked directly
-  (:meth:`~logstore.coordinator.transactions.TransactionCoordinator.verify_partitions`).
+  (:meth:`~logstore.coordinator.txn.transaction_coordinator.TransactionCoordinator.verify_partitions`).
 - Elsewhere: AddPartitionsToTxn v5 with ``verify_only`` to the leader of that
   partition, on the inter-broker channel the markers use.
 - ``transaction.partition.verification.enable`` (default true, dynamic) turns

@@ -10,7 +10,7 @@ INVALID_TXN_STATE (v5 added the code).
 Partitions of topics this cluster does not have get UNKNOWN_TOPIC_OR_PARTITION
 and the others OPERATION_NOT_ATTEMPTED (Kafka's KafkaApis); otherwise every
 partition gets the coordinator's answer (see
-:mod:`logstore.coordinator.transactions`). v0-v1 read PRODUCER_FENCED as
+:mod:`logstore.coordinator.txn.transaction_coordinator`). v0-v1 read PRODUCER_FENCED as
 INVALID_PRODUCER_EPOCH.
 
 With an authorizer (security/operations.py): WRITE on the transactional id (else

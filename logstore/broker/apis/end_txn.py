@@ -2,7 +2,7 @@
 
 Answered once the coordinator has written PrepareCommit or PrepareAbort; the
 markers and the completion follow (see
-:mod:`logstore.coordinator.transactions`). v0-v1 read PRODUCER_FENCED as
+:mod:`logstore.coordinator.txn.transaction_coordinator`). v0-v1 read PRODUCER_FENCED as
 INVALID_PRODUCER_EPOCH.
 
 With an authorizer: WRITE on the transactional id, else

@@ -4,7 +4,7 @@ Without a transactional id, Kafka hands every caller a fresh producer id at
 epoch 0 (a given id and epoch, KIP-360's bump, are ignored too); so do we,
 from blocks reserved durably so ids are never reused. With one, the
 transaction coordinator of the id answers (see
-:mod:`logstore.coordinator.transactions`): the id's producer id with its
+:mod:`logstore.coordinator.txn.transaction_coordinator`): the id's producer id with its
 epoch bumped, fencing earlier producers of the id (and aborting their open
 transaction first: CONCURRENT_TRANSACTIONS until then), or
 INVALID_TRANSACTION_TIMEOUT past ``transaction.max.timeout.ms``. Versions

@@ -1,11 +1,13 @@
 """Produce (key 0): each partition's batch validated in C and appended as it came.
 
-The checks and the append are the ReplicaManager's
-(:meth:`~logstore.broker.replica_manager.ReplicaManager.append`: Kafka's
-``LogValidator`` and ``UnifiedLog.append``); this module decodes the request,
-refuses bad ``acks`` for every partition (a transactional producer's must be -1), waits
-for replication where acks=-1 asks for it (every partition appended first,
-then one wait for all, up to the request's timeout), and encodes the answer.
+The checks and the append are the partition's and storage's
+(:meth:`~logstore.broker.partition.Partition.append_as_leader`, Kafka's
+``appendRecordsToLeader``, over ``storage/validator.py``, Kafka's ``LogValidator``,
+and ``UnifiedLog.append``); this module decodes the request, refuses bad ``acks``
+for every partition (a transactional producer's must be -1), appends every
+partition, and where acks=-1 asks for replication returns a ``Deferred`` holding
+one wait for all of them, up to the request's timeout, so the connection serves
+the requests behind it meanwhile (docs/broker.md, "Pipelining"); then encodes the answer.
 With an authorizer: WRITE on each topic (TOPIC_AUTHORIZATION_FAILED for its
 partitions) and, for a transactional producer, WRITE on its transactional id
 (every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED); see security/operations.py. acks=0 sends no response. One partition's failure never
