@@ -382,7 +382,7 @@ class ClientQuotas:
         consumer_fetch = api_key == 1 and _replica_id(request) < 0
         return QuotaCharge(self, quotas, api_key, version, request_bytes, consumer_fetch)
 
-    def _recorded(self, quotas: Mapping[str, Resolved], quota: str, value: float, now_ms: float) -> int:
+    def recorded(self, quotas: Mapping[str, Resolved], quota: str, value: float, now_ms: float) -> int:
         """:meth:`record`, and the throttle it decides reported to :attr:`on_throttle`."""
         throttle = self.record(quotas, quota, value, now_ms)
         if throttle and self.on_throttle is not None:
@@ -579,9 +579,9 @@ class QuotaCharge:
             percent = (
                 self._timed.ns * 100 / 1e9
             )  # % of one thread, x seconds: a rate per second is a percentage
-            self.throttle_ms = quotas._recorded(self._resolved, REQUEST, percent, now_ms)
+            self.throttle_ms = quotas.recorded(self._resolved, REQUEST, percent, now_ms)
         if self.api_key == 0:
-            produced = quotas._recorded(self._resolved, PRODUCE, self.request_bytes, now_ms)
+            produced = quotas.recorded(self._resolved, PRODUCE, self.request_bytes, now_ms)
             self.throttle_ms = max(self.throttle_ms, produced)
         if self.throttle_ms and response is not None and not self.consumer_fetch:
             return with_throttle(response, self.throttle_ms, self.api_key, self.version, flexible)
@@ -594,7 +594,7 @@ class QuotaCharge:
         now_ms = time.monotonic() * 1000
         quotas = self._quotas
         size = sum(len(chunk) for chunk in chunks)
-        self.throttle_ms = max(self.throttle_ms, quotas._recorded(self._resolved, FETCH, size, now_ms))
+        self.throttle_ms = max(self.throttle_ms, quotas.recorded(self._resolved, FETCH, size, now_ms))
         if not self.throttle_ms or self.version < 1:
             return chunks
         # Kafka's KafkaApis: a throttled fetch is answered empty, its bytes taken back off the
