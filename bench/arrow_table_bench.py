@@ -76,7 +76,7 @@ def child(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     import logstore.arrow
     import logstore.client.ranges
-    import logstore.storage.files
+    import logstore.storage.partition_files
 
     imported = time.perf_counter() - started
     gc.collect()  # the imports' garbage: a full collection is due soon after them, whoever allocates next

@@ -68,9 +68,9 @@ async def _measure(requests: int, repeats: int) -> dict[str, float]:
     from kio.schema.metadata.v12 import request as metadata
     from kio.schema.produce.v9 import request as produce
 
-    from logstore.broker.config import BrokerConfig
+    from logstore.broker.broker import Broker
+    from logstore.broker.config.broker_config import BrokerConfig
     from logstore.broker.network.connection import Connection
-    from logstore.broker.server import Broker
     from logstore.records import build_batch
 
     data_dir = tempfile.mkdtemp(prefix="logstore-metrics-handle-")

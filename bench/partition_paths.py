@@ -26,9 +26,9 @@ import tempfile
 import time
 
 from logstore.broker.metadata_cache import MetadataCache
-from logstore.broker.replica_manager import ReplicaManager
+from logstore.broker.replication.replica_manager import ReplicaManager
 from logstore.records import build_batch
-from logstore.storage.manager import Store
+from logstore.storage.store import Store
 
 NODE = 7
 

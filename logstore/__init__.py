@@ -11,7 +11,7 @@ from logstore.errors import (
 from logstore.records import Record, build_batch, parse_batches
 from logstore.storage.config import LogConfig
 from logstore.storage.log import Log
-from logstore.storage.manager import Store
+from logstore.storage.store import Store
 
 __version__ = "0.1.0"
 

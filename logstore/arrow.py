@@ -11,7 +11,7 @@ buffers (:func:`~logstore.records.arrow.decode_arrow`).
 ``source`` is one of:
 
 - a data directory path (or ``"embedded:///path"``): read from its segment
-  files (:class:`~logstore.storage.files.PartitionFiles`), with no broker,
+  files (:class:`~logstore.storage.partition_files.PartitionFiles`), with no broker,
   no lock and nothing written, so a live broker may own the directory;
 - a client config dict with ``bootstrap.servers``: read from the brokers
   (:class:`~logstore.client.ranges.RangeReader`: ListOffsets, then Fetch,
@@ -405,18 +405,18 @@ class _FilesReader:
     """Record sets from a data directory's segment files (zero-copy for sealed segments)."""
 
     def __init__(self, path: str) -> None:
-        from logstore.storage.files import list_topics
+        from logstore.storage.partition_files import list_topics
 
         self.path = path
         list_topics(path)  # not a data directory: a clear error now
 
     def partitions(self, topic: str, wanted: list[int] | None) -> list[int]:
-        from logstore.storage.files import list_topics
+        from logstore.storage.partition_files import list_topics
 
         return _checked_partitions(topic, list_topics(self.path).get(topic), wanted, self.path)
 
     def bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
-        from logstore.storage.files import PartitionFiles
+        from logstore.storage.partition_files import PartitionFiles
 
         result = {}
         for partition in partitions:
@@ -426,7 +426,7 @@ class _FilesReader:
         return result
 
     def data_bound(self, topic: str, partition: int, low: int) -> int | None:
-        from logstore.storage.files import PartitionFiles
+        from logstore.storage.partition_files import PartitionFiles
 
         with PartitionFiles(self.path, topic, partition) as files:
             return int(files.bytes_from(low))
@@ -435,7 +435,7 @@ class _FilesReader:
         self, topic: str, partition: int, low: int, high: int, fail: bool, read_bytes: int
     ) -> Iterator[tuple[Any, int]]:
         from logstore.errors import OffsetGoneError
-        from logstore.storage.files import PartitionFiles
+        from logstore.storage.partition_files import PartitionFiles
 
         with PartitionFiles(self.path, topic, partition) as files:
             offset = low

@@ -1,7 +1,7 @@
 """The in-process transport: logstore's client against a Store in this process, with no sockets.
 
 ``bootstrap.servers = "embedded:///path/to/data"`` (or ``logstore.store``
-set to an open :class:`~logstore.storage.manager.Store`) gives a client an
+set to an open :class:`~logstore.storage.store.Store`) gives a client an
 :class:`EmbeddedTransport`. Behind it stands one :class:`EmbeddedBroker` per
 data directory in the process, shared by every client that names it and
 closed when the last one closes: the broker's own request handlers and group
@@ -29,15 +29,15 @@ from concurrent.futures import Future
 from typing import Any, ClassVar
 
 from logstore.broker.apis import registry
-from logstore.broker.config import BrokerConfig
-from logstore.broker.server import Broker
+from logstore.broker.broker import Broker
+from logstore.broker.config.broker_config import BrokerConfig
 from logstore.client.cluster import EMBEDDED, register_transport
 from logstore.client.config import ClientConfig, ConfigError
 from logstore.client.connection import decode_response, negotiated
 from logstore.client.errors import KafkaException, local
 from logstore.protocol import DeferredFrame, FileRegion
 from logstore.protocol.requests import encode_request
-from logstore.storage.manager import Store
+from logstore.storage.store import Store
 
 PREFIX = "embedded://"
 # The embedded broker's settings where they differ from a broker's defaults. A group's first

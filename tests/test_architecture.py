@@ -218,12 +218,12 @@ def test_layers_cycles_and_file_sizes() -> None:
 
 def test_the_check_sees_what_it_must() -> None:
     """The checker itself: an upward import, a cycle and the client rule are caught."""
-    assert not allowed("logstore.storage.log", "logstore.broker.server")
+    assert not allowed("logstore.storage.log", "logstore.broker.broker")
     assert not allowed("logstore.security.sasl", "logstore.broker.network.connection")
     assert not allowed("logstore.client.cluster", "logstore.embedded")
-    assert not allowed("logstore.broker.inter_broker", "logstore.client.connection")
+    assert not allowed("logstore.broker.network.inter_broker", "logstore.client.connection")
     assert allowed("logstore.client.connection", "logstore.protocol.frames")
-    assert allowed("logstore.embedded", "logstore.broker.server")
-    assert allowed("logstore.cluster.zk_broker", "logstore.broker.server")
+    assert allowed("logstore.embedded", "logstore.broker.broker")
+    assert allowed("logstore.cluster.zk_broker", "logstore.broker.broker")
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []

@@ -3,7 +3,7 @@
 :class:`RequestContext` is the handler's view: the broker's services, the
 connection the request came on, and its header. :class:`Services` is what a
 handler (and the group and transaction wiring it calls) may use of the
-broker: the Broker (server.py) satisfies it structurally. This module is a
+broker: the Broker (broker.py) satisfies it structurally. This module is a
 leaf of the broker: it imports the services' own modules, never the server,
 the dispatcher, the network or the APIs.
 
@@ -25,19 +25,19 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from logstore.broker.config import BrokerConfig
-from logstore.broker.controller import ClusterLink, TopicController
-from logstore.broker.dynamic_config import DynamicBrokerConfig
-from logstore.broker.fetch_session import FetchSessionCache
-from logstore.broker.legacy_topic_configs import LegacyTopicConfigs
+from logstore.broker.cluster_member import ClusterLink, TopicController
+from logstore.broker.config.broker_config import BrokerConfig
+from logstore.broker.config.dynamic_config import DynamicBrokerConfig
+from logstore.broker.config.legacy_topic_configs import LegacyTopicConfigs
+from logstore.broker.groups.offsets_appender import OffsetsAppender
 from logstore.broker.metadata_cache import MetadataCache
-from logstore.broker.metrics import BrokerMetrics
-from logstore.broker.offsets_appender import OffsetsAppender
-from logstore.broker.producers import ProducerIds
-from logstore.broker.quotas import ClientQuotas
-from logstore.broker.replica_manager import ReplicaManager
-from logstore.broker.transaction_io import BrokerTransactionIO
-from logstore.broker.txn_verification import TransactionVerifier
+from logstore.broker.metrics.broker_metrics import BrokerMetrics
+from logstore.broker.quotas.client_quotas import ClientQuotas
+from logstore.broker.replication.fetch_session import FetchSessionCache
+from logstore.broker.replication.replica_manager import ReplicaManager
+from logstore.broker.transactions.producer_ids import ProducerIds
+from logstore.broker.transactions.transaction_io import BrokerTransactionIO
+from logstore.broker.transactions.txn_verification import TransactionVerifier
 from logstore.coordinator.group.group_coordinator import GroupCoordinator
 from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
 from logstore.protocol import RequestHeader

@@ -7,7 +7,7 @@ with a :class:`~logstore.broker.context.RequestContext`, and its response
 encoded as the frame's chunks. Authorization is the handlers' (per resource,
 through ``security/operations.py``), as in Kafka.
 
-Quotas plug in here and nowhere else (quotas.py's :class:`QuotaCharge`: the
+Quotas plug in here and nowhere else (client_quotas.py's :class:`QuotaCharge`: the
 handler's time, the Produce bytes, a consumer fetch's response bytes), and
 every request is counted in the metrics, throttled or not.
 
@@ -32,8 +32,8 @@ from typing import Any
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import Deferred, RequestContext, Services
-from logstore.broker.metrics import BrokerMetrics
-from logstore.broker.quotas import ClientQuotas, QuotaCharge
+from logstore.broker.metrics.broker_metrics import BrokerMetrics
+from logstore.broker.quotas.client_quotas import ClientQuotas, QuotaCharge
 from logstore.protocol import (
     API_VERSIONS_KEY,
     HEADER,

@@ -28,7 +28,7 @@ from logstore.errors import UnknownTopicError
 from logstore.storage.config import LogConfig
 
 if TYPE_CHECKING:
-    from logstore.storage.manager import Store
+    from logstore.storage.store import Store
 
 NO_LEADER = -1
 """Kafka's leader id when a partition has none (every replica offline)."""

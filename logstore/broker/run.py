@@ -10,9 +10,9 @@ import signal
 import sys
 from collections.abc import Callable
 
-from logstore.broker.config import BrokerConfig
-from logstore.broker.controller import ClusterLink
-from logstore.broker.server import Broker
+from logstore.broker.broker import Broker
+from logstore.broker.cluster_member import ClusterLink
+from logstore.broker.config.broker_config import BrokerConfig
 from logstore.errors import LogstoreError
 
 Join = Callable[[Broker, tuple[str, int]], ClusterLink]

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.context import Services
 from logstore.errors import InvalidArgumentError, LogstoreError, TopicExistsError
 from logstore.protocol.errors import error_for
-from logstore.storage.manager import validate_topic_name
+from logstore.storage.store import validate_topic_name
 
 _log = logging.getLogger("logstore.broker")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})

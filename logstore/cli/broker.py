@@ -61,7 +61,7 @@ def broker(
     (docs/metrics.md).
     """
     # Deferred: the broker's modules take ~0.5 s to import, which `logstore --help` need not wait for.
-    from logstore.broker.config import BrokerConfig
+    from logstore.broker.config.broker_config import BrokerConfig
     from logstore.broker.run import run
 
     extra = {"listeners": listeners} if listeners else {}

@@ -47,7 +47,7 @@ from typing import NoReturn
 from kazoo.exceptions import NodeExistsError
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.controller import PREFERRED, NotControllerError
+from logstore.broker.cluster_member import PREFERRED, NotControllerError
 from logstore.cluster.assignment import assign_replicas
 from logstore.cluster.election import (
     controlled_shutdown_leader,

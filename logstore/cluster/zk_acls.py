@@ -233,5 +233,5 @@ def follow_acls(
     if authorizer is None:
         return
     store = ZkAclStore(zk)
-    authorizer.store = store
+    authorizer.use_store(store)
     AclChangeListener(authorizer, run_on_worker, store).start()

@@ -46,7 +46,8 @@ from kazoo.exceptions import NodeExistsError
 from kazoo.protocol.states import KazooState
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.dynamic_config import DEFAULT_ENTITY
+from logstore.broker.broker import Broker
+from logstore.broker.config.dynamic_config import DEFAULT_ENTITY
 from logstore.broker.metadata_cache import (
     NO_LEADER,
     BrokerEndpoint,
@@ -54,7 +55,6 @@ from logstore.broker.metadata_cache import (
     PartitionState,
     TopicMetadata,
 )
-from logstore.broker.server import Broker
 from logstore.cluster.assignment import assign_replicas
 from logstore.cluster.controller import ControllerMovedError, ElectionResult, ZkController
 from logstore.cluster.zk import (
@@ -123,6 +123,13 @@ def join(broker: Broker, endpoint: tuple[str, int]) -> ZkBroker:
 
     Runs off the event loop (ZooKeeper calls block). The link's ``cluster_id`` is the cluster's.
     """
+    loop = broker.loop
+    apply = broker.replica_manager.apply_states
+
+    def on_topic_changed(name: str) -> None:
+        if loop is not None:
+            loop.call_soon_threadsafe(apply, name)
+
     link = ZkBroker(
         broker.node_id,
         endpoint,
@@ -130,17 +137,10 @@ def join(broker: Broker, endpoint: tuple[str, int]) -> ZkBroker:
         broker.metadata,
         broker.log_manager,
         broker.config.log_defaults(),
+        listeners=broker.advertised_endpoints,
+        protocols=broker.security.protocols,
+        on_topic_changed=on_topic_changed,
     )
-    link.listeners = broker.advertised_endpoints
-    link.protocols = dict(broker.security.protocols)
-    loop = broker.loop
-    if loop is not None:
-        apply = broker.replica_manager.apply_states
-
-        def on_topic_changed(name: str) -> None:
-            loop.call_soon_threadsafe(apply, name)
-
-        link.on_topic_changed = on_topic_changed
     broker.producer_ids.use_blocks_from(lambda size: link.zk.allocate_producer_id_block(broker.node_id, size))
     link.start(broker.cluster_id)
     follow_broker_configs(broker, link)
@@ -169,7 +169,7 @@ class ZkConfigStore:
 def follow_broker_configs(broker: Broker, link: ZkBroker) -> None:
     """Keep the broker's dynamic configs in ZooKeeper from now on, and apply every change to
     its two znodes (made through any broker) on the link's worker thread."""
-    broker.dynamic_config.store = ZkConfigStore(link.zk, broker.node_id)
+    broker.dynamic_config.use_store(ZkConfigStore(link.zk, broker.node_id))
 
     def reload() -> None:
         try:
@@ -195,12 +195,17 @@ class ZkBroker:
         metadata: MetadataCache,
         logs: LogManager,
         defaults: Mapping[str, Any],
+        listeners: tuple[tuple[str, str, int], ...] = (),
+        protocols: Mapping[str, str] | None = None,
+        on_topic_changed: Callable[[str], None] | None = None,
     ) -> None:
+        """``listeners``, ``protocols``: every listener's advertised endpoint and security
+        protocol (registered; Metadata per listener); ``on_topic_changed``: told the name of each
+        topic whose znodes changed (from the worker thread)."""
         self.node_id = node_id
         self.endpoint = endpoint
-        # Every listener's advertised endpoint and protocol (registered; Metadata per listener).
-        self.listeners: tuple[tuple[str, str, int], ...] = ()
-        self.protocols: dict[str, str] = {}
+        self.listeners = tuple(listeners)
+        self.protocols: dict[str, str] = dict(protocols or {})
         self.settings = settings
         self.metadata = metadata
         self.logs = logs
@@ -224,7 +229,7 @@ class ZkBroker:
         self._session_lost = False
         self._suspended = False
         self.changed = threading.Condition()  # notified after each handled event (tests, create_topic)
-        self.on_topic_changed: Callable[[str], None] = lambda name: None
+        self.on_topic_changed: Callable[[str], None] = on_topic_changed or (lambda name: None)
 
     # -- lifecycle -----------------------------------------------------------
 

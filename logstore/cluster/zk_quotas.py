@@ -29,7 +29,7 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from logstore.broker.quotas import (
+from logstore.broker.quotas.client_quotas import (
     CLIENT_ID,
     IP,
     IP_QUOTA_KEYS,
@@ -55,7 +55,7 @@ def _text(key: str, value: float) -> str:
 
 
 class ZkQuotaStore:
-    """The quotas of every user, client id and IP in Kafka's znodes (quotas.py's QuotaStore)."""
+    """The quotas of every user, client id and IP in Kafka's znodes (client_quotas.py's QuotaStore)."""
 
     def __init__(self, zk: KafkaZkClient) -> None:
         self.zk = zk
@@ -162,7 +162,7 @@ def follow_client_quotas(
     """Keep the broker's quotas in ZooKeeper, and read them again on every change notification
     (on the cluster link's worker thread, ``run_on_worker``; applied on the broker's ``loop``)."""
     store = ZkQuotaStore(zk)
-    quotas.store = store
+    quotas.use_store(store)
 
     purged_at = [0.0]
 

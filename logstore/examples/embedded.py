@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from logstore import Record, Store
-from logstore.storage.manager import UnknownTopicError
+from logstore.storage.store import UnknownTopicError
 
 RECORDS_PER_BATCH = 1000
 BATCHES = 200

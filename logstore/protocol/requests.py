@@ -2,7 +2,7 @@
 
 One encoder and one decoder for every side that speaks to a broker: logstore's
 client (client/connection.py), the brokers among themselves
-(broker/inter_broker.py) and the in-process transport (embedded.py). Produce
+(broker/network/inter_broker.py) and the in-process transport (embedded.py). Produce
 is written directly (record sets not copied: protocol/produce.py); the rest
 by kio. A response that cannot be decoded raises :class:`ResponseError`; each
 caller turns it into its own error (the client's ``_BAD_MSG``, the broker's

@@ -261,6 +261,10 @@ class Authorizer:
         self.checks: dict[tuple[int, int, str, str, str, str, str], bool] = {}
         self.reload()
 
+    def use_store(self, store: AclStore) -> None:
+        """Keep the ACLs in ``store`` from now on (a cluster's ZooKeeper; its listener loads them)."""
+        self.store = store
+
     @classmethod
     def from_config(cls, config: Any, store: AclStore) -> Authorizer:
         """From a BrokerConfig: ``super.users`` (semicolon-separated), ``allow.everyone.if.no.acl.found``."""

@@ -7,7 +7,7 @@ which yields Arrow record batches decoded in C (no per-row Python).
 
 - :class:`BrokerBackend`: logstore's client (Metadata, ListOffsets, Fetch).
 - :class:`FilesBackend`: ``path``, a logstore data directory read straight
-  from its segment files (:mod:`logstore.storage.files`): no broker, no
+  from its segment files (:mod:`logstore.storage.partition_files`): no broker, no
   lock, nothing written, so a live broker may own the directory meanwhile.
 
 :class:`Where` says which; it is small and picklable, so each task carries
@@ -71,14 +71,14 @@ class FilesBackend:
     """A data directory's topics and offsets, from its files (re-read on every call)."""
 
     def __init__(self, path: str) -> None:
-        from logstore.storage.files import list_topics
+        from logstore.storage.partition_files import list_topics
 
         self.path = path
         list_topics(path)  # fail now if it is not a logstore data directory
 
     def partition_counts(self, topics: Iterable[str] | None = None, create: bool = False) -> dict[str, int]:
         """Topics and their partition counts (``create`` is ignored: a directory is only read here)."""
-        from logstore.storage.files import list_topics
+        from logstore.storage.partition_files import list_topics
 
         counts = list_topics(self.path)
         return counts if topics is None else {t: counts[t] for t in topics if t in counts}
@@ -87,7 +87,7 @@ class FilesBackend:
         return _select(subscription, self.partition_counts())
 
     def bounds(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-        from logstore.storage.files import PartitionFiles
+        from logstore.storage.partition_files import PartitionFiles
 
         result = {}
         for topic, partition in partitions:
@@ -99,7 +99,7 @@ class FilesBackend:
         return result
 
     def offsets_for_times(self, times: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
-        from logstore.storage.files import PartitionFiles
+        from logstore.storage.partition_files import PartitionFiles
 
         result: dict[TopicPartition, int | None] = {}
         for (topic, partition), timestamp in times.items():

@@ -60,7 +60,7 @@ rewrites nothing the second time.
 
 Checkpoint: ``cleaner-offset-checkpoint`` in Kafka's text format
 (``topic partition first-dirty-offset``), at the data directory's root for a
-log under a :class:`~logstore.storage.manager.Store` (entries whose partition
+log under a :class:`~logstore.storage.store.Store` (entries whose partition
 directory is gone are dropped on each write), beside the segments for a log
 opened on its own. An entry below the log start or past the log end is reset
 to the log start.

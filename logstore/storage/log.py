@@ -9,7 +9,7 @@ sets it) and ``recovery_point`` (every offset below it is fsynced).
 A log opened on its own (``Log.open``) is its own data directory: it keeps
 ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
 the ``.kafka_cleanshutdown`` marker beside its segments. A log opened by a
-:class:`~logstore.storage.manager.Store` gets that state from the Store,
+:class:`~logstore.storage.store.Store` gets that state from the Store,
 which keeps those files at the data directory's root, as Kafka does.
 
 Concurrency: appends are serialized by a lock; with ``flush.messages=1``

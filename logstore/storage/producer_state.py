@@ -24,7 +24,7 @@ gone and whose transaction is not open is refused (INVALID_TXN_STATE).
 The state is rebuilt from the log's batch headers (in C) the first time a
 partition is produced to after the broker starts, so a restart, clean or not,
 dedupes a producer's retries of batches it sent before. The producer ids
-themselves are the broker's (``broker/producers.py``: ``ProducerIds``).
+themselves are the broker's (``broker/transactions/producer_ids.py``: ``ProducerIds``).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class ProducerStateManager:
         self.entries: dict[int, ProducerEntry] = {}
         self.expiration_ms = expiration_ms
         # Producer id -> the verification guard of a transaction's first batch being verified with
-        # its coordinator (broker/txn_verification.py); any marker for the producer drops it.
+        # its coordinator (broker/transactions/txn_verification.py); any marker for the producer drops it.
         self.guards: dict[int, object] = {}
 
     def check(

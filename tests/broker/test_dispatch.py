@@ -13,8 +13,8 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.serial import entity_reader, entity_writer
 
-from logstore.broker.config import BrokerConfig
-from logstore.broker.server import Broker
+from logstore.broker.broker import Broker
+from logstore.broker.config.broker_config import BrokerConfig
 from logstore.security import KafkaPrincipal
 
 METADATA_KEY = 3

@@ -1,10 +1,10 @@
-"""The purgatory (logstore/broker/purgatory.py): acks=all produces woken by the HW they wait for."""
+"""The purgatory (logstore/broker/replication/purgatory.py): acks=all produces woken by the HW they wait for."""
 
 from __future__ import annotations
 
 import asyncio
 
-from logstore.broker.purgatory import Purgatory
+from logstore.broker.replication.purgatory import Purgatory
 
 KEY = ("t", 0)
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.controller import PREFERRED, UNCLEAN
+from logstore.broker.cluster_member import PREFERRED, UNCLEAN
 from logstore.cluster.controller import NO_LEADER, ControllerMovedError, ZkController
 from logstore.cluster.zk import BrokerRegistration, KafkaZkClient, LeaderAndIsr
 from logstore.errors import TopicExistsError

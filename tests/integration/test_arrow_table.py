@@ -39,8 +39,8 @@ from logstore.errors import (
 from logstore.records import Record, build_batch, parse_batches
 from logstore.records.arrow import CorruptArrowError, decode_arrow, kafka_schema
 from logstore.records.batch import scan
-from logstore.storage.files import PartitionFiles
 from logstore.storage.log import Log
+from logstore.storage.partition_files import PartitionFiles
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from logstore.client.partitioner import murmur2_partition
 from logstore.client.producer import Producer
 from logstore.client.types import TIMESTAMP_CREATE_TIME, Message
 from logstore.records import parse_batches
-from logstore.storage.manager import Store
+from logstore.storage.store import Store
 
 pytestmark = [pytest.mark.integration]
 

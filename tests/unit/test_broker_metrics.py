@@ -7,8 +7,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
 from logstore.broker.apis import registry
-from logstore.broker.config import BrokerConfig, parse_metrics_listener
-from logstore.broker.metrics import LATENCY_BUCKETS, BrokerMetrics
+from logstore.broker.config.broker_config import BrokerConfig, parse_metrics_listener
+from logstore.broker.metrics.broker_metrics import LATENCY_BUCKETS, BrokerMetrics
 from logstore.errors import InvalidConfigError
 
 

@@ -9,8 +9,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from logstore import Log, LogConfig, build_batch
-from logstore.broker.config import BrokerConfig, parse_listeners, read_properties
-from logstore.broker.producers import ProducerIds
+from logstore.broker.config.broker_config import BrokerConfig, parse_listeners, read_properties
+from logstore.broker.transactions.producer_ids import ProducerIds
 from logstore.errors import InvalidConfigError
 from logstore.protocol import ProtocolError, parse_header
 from logstore.storage.producer_state import SEQUENCE_MAX, last_sequence

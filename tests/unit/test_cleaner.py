@@ -20,7 +20,7 @@ from logstore.storage.cleaner import (
     delete_horizon,
     record_bounds,
 )
-from logstore.storage.manager import UnknownTopicError
+from logstore.storage.store import UnknownTopicError
 
 SEGMENT_MS = 2**62  # rolls only when asked (or by size)
 COMPACT = {"cleanup.policy": "compact", "segment.ms": SEGMENT_MS, "index.interval.bytes": 64}

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from logstore.broker.quotas import (
+from logstore.broker.quotas.client_quotas import (
     DEFAULT,
     ClientQuotas,
     Entity,
@@ -163,7 +163,7 @@ def test_a_throttled_fetch_is_answered_empty(version: int) -> None:
     for an incremental fetch; it encodes at every served version."""
     from types import SimpleNamespace
 
-    from logstore.broker.quotas import _throttled_fetch
+    from logstore.broker.quotas.client_quotas import _throttled_fetch
     from logstore.protocol import codec, encode_response
 
     c = codec(1, version)

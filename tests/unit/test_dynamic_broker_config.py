@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from logstore.broker.config import BrokerConfig, message_format_version_error
-from logstore.broker.controller import LocalController
-from logstore.broker.dynamic_config import (
+from logstore.broker.cluster_member import LocalController
+from logstore.broker.config.broker_config import BrokerConfig, message_format_version_error
+from logstore.broker.config.dynamic_config import (
     DEFAULT_CONFIG,
     DEFAULT_ENTITY,
     DYNAMIC_BROKER_CONFIG,
@@ -19,9 +19,9 @@ from logstore.broker.dynamic_config import (
     DynamicBrokerConfig,
     FileConfigStore,
 )
-from logstore.broker.legacy_topic_configs import LegacyTopicConfigs, checked, split
+from logstore.broker.config.legacy_topic_configs import LegacyTopicConfigs, checked, split
 from logstore.errors import InvalidConfigError
-from logstore.storage.manager import Store
+from logstore.storage.store import Store
 
 
 def dynamic(tmp_path: os.PathLike[str], node: int = 0, **static: str) -> DynamicBrokerConfig:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.fetch_session import FetchSessionCache, answer
+from logstore.broker.replication.fetch_session import FetchSessionCache, answer
 
 
 @dataclass

@@ -15,9 +15,9 @@ from kio.schema.offset_commit.v8 import request as oc
 from kio.schema.offset_commit.v8.response import OffsetCommitResponse
 from kio.serial import entity_reader, entity_writer
 
-from logstore.broker.config import BrokerConfig
-from logstore.broker.groups import offsets_appender_of, read_partition
-from logstore.broker.server import Broker
+from logstore.broker.broker import Broker
+from logstore.broker.config.broker_config import BrokerConfig
+from logstore.broker.groups.offsets_topic import offsets_appender_of, read_partition
 from logstore.coordinator.group.offsets_schemas import (
     OffsetCommitKey,
     OffsetCommitValue,

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.controller import LocalController
+from logstore.broker.cluster_member import LocalController
 from logstore.broker.metadata_cache import (
     NO_LEADER,
     BrokerEndpoint,
@@ -17,12 +17,12 @@ from logstore.broker.metadata_cache import (
     PartitionState,
     TopicMetadata,
 )
-from logstore.broker.partition import Partition
-from logstore.broker.replica_manager import ReplicaManager
+from logstore.broker.replication.partition import Partition
+from logstore.broker.replication.replica_manager import ReplicaManager
 from logstore.errors import UnknownTopicError
 from logstore.records import build_batch
 from logstore.storage.config import LogConfig
-from logstore.storage.manager import Store
+from logstore.storage.store import Store
 
 NODE = 7
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from logstore.broker.config import BrokerConfig
+from logstore.broker.config.broker_config import BrokerConfig
 from logstore.errors import InvalidConfigError
 from logstore.security.errors import SaslAuthenticationError
 from logstore.security.plain import PlainServer, parse_jaas, parse_jaas_users

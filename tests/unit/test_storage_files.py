@@ -29,8 +29,8 @@ from logstore.errors import (
 )
 from logstore.records import Record, RecordBatch, build_batch
 from logstore.records.batch import batches_of
-from logstore.storage.files import PartitionFiles, _Segment, list_topics
 from logstore.storage.log import Log
+from logstore.storage.partition_files import PartitionFiles, _Segment, list_topics
 
 SMALL = {"segment.bytes": 2048, "index.interval.bytes": 256}
 # An hour ago: recent enough that segment.ms (7 days) does not roll every batch.

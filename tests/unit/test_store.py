@@ -15,7 +15,7 @@ import pytest
 from logstore import LogstoreError, Store
 from logstore.errors import InvalidArgumentError, InvalidConfigError
 from logstore.storage.checkpoints import read_offsets
-from logstore.storage.manager import TopicExistsError, UnknownTopicError
+from logstore.storage.store import TopicExistsError, UnknownTopicError
 
 
 def test_topics_partitions_and_config_survive_reopen(tmp_path: os.PathLike[str]) -> None:

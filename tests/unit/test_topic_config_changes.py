@@ -9,7 +9,7 @@ import pytest
 from logstore import Store
 from logstore.errors import InvalidConfigError
 from logstore.storage.config import LogConfig, render_value
-from logstore.storage.manager import UnknownTopicError
+from logstore.storage.store import UnknownTopicError
 
 
 def test_replacing_overrides_drops_the_keys_left_out() -> None:

@@ -3,7 +3,7 @@
 v0-v3 are the client's form (one transaction). v4-v5 are the brokers' batched
 form (several transactions), which a partition leader uses to ask whether
 partitions are in a transaction (``verify_only``, KIP-890 part 1: see
-broker/txn_verification.py); it needs CLUSTER_ACTION on the cluster (else the
+broker/transactions/txn_verification.py); it needs CLUSTER_ACTION on the cluster (else the
 top-level CLUSTER_AUTHORIZATION_FAILED). v4 reads TRANSACTION_ABORTABLE as
 INVALID_TXN_STATE (v5 added the code).
 
@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.transactions import coordinator_of, for_version
+from logstore.broker.transactions.state_topic import coordinator_of, for_version
 from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 from logstore.security.acls import ResourceType

@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.quotas import Entity, check_entity, check_op
+from logstore.broker.quotas.client_quotas import Entity, check_entity, check_op
 from logstore.protocol import NO_THROTTLE, build, codec
 
 

@@ -38,10 +38,10 @@ from logstore.broker.apis.describe_configs import (
     broker_resource_error,
     topic_resource_error,
 )
+from logstore.broker.config.dynamic_config import alter_broker_config
+from logstore.broker.config.group_config_resources import alter_group_resource
+from logstore.broker.config.legacy_topic_configs import checked, split
 from logstore.broker.context import RequestContext, Services
-from logstore.broker.dynamic_config import alter_broker_config
-from logstore.broker.group_config_resources import alter_group_resource
-from logstore.broker.legacy_topic_configs import checked, split
 from logstore.errors import InvalidConfigError, LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
@@ -116,7 +116,7 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
     if resource.resource_type == BROKER:
         props = {config.name: config.value for config in resource.configs if config.value is not None}
         return alter_broker(broker, name, props, validate_only)
-    if resource.resource_type == 32:  # GROUP (KIP-848): logstore/broker/group_config_resources.py
+    if resource.resource_type == 32:  # GROUP (KIP-848): logstore/broker/config/group_config_resources.py
         return alter_group_resource(broker, name, resource.configs, validate_only)
     if resource.resource_type != TOPIC:
         return unsupported_type(resource.resource_type)

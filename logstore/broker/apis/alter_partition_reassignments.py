@@ -3,7 +3,7 @@
 Clients send it to the controller; any other broker (and a broker alone)
 answers NOT_CONTROLLER. Each partition names its target replicas, or null to
 cancel its reassignment. The controller validates and starts each one
-(:meth:`~logstore.broker.controller.ClusterLink.alter_reassignments`: the
+(:meth:`~logstore.broker.cluster_member.ClusterLink.alter_reassignments`: the
 new replicas catch up as followers, then the old ones go) and answers at once,
 per partition: NONE, INVALID_REPLICA_ASSIGNMENT (with Kafka's message),
 UNKNOWN_TOPIC_OR_PARTITION, NO_REASSIGNMENT_IN_PROGRESS. From v1 (KIP-860)
@@ -22,8 +22,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
+from logstore.broker.cluster_member import NotControllerError
 from logstore.broker.context import RequestContext
-from logstore.broker.controller import NotControllerError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 

@@ -22,7 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.groups import ERROR_MESSAGES, coordinator_of
+from logstore.broker.groups.offsets_topic import ERROR_MESSAGES, coordinator_of
 from logstore.coordinator.group.consumer_group_manager import DescribedPartitions
 from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.security import operations

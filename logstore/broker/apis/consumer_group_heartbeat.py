@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.groups import await_group_replicated, client_host, coordinator_of, millis
+from logstore.broker.groups.offsets_topic import await_group_replicated, client_host, coordinator_of, millis
 from logstore.coordinator.group.consumer_membership import HeartbeatRequest, HeartbeatResult
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations

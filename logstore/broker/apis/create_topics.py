@@ -43,15 +43,15 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.api_definition import Api
 from logstore.broker.apis.alter_configs import set_legacy
 from logstore.broker.apis.describe_configs import topic_entries
+from logstore.broker.config.legacy_topic_configs import checked, split
 from logstore.broker.context import RequestContext, Services
-from logstore.broker.legacy_topic_configs import checked, split
 from logstore.errors import InvalidArgumentError, InvalidConfigError, LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for
 from logstore.security import operations
 from logstore.security.acls import ResourceType
 from logstore.storage.config import LogConfig
-from logstore.storage.manager import validate_topic_name
+from logstore.storage.store import validate_topic_name
 
 _log = logging.getLogger("logstore.broker")
 _ZERO_UUID = uuid.UUID(int=0)

@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.quotas import DEFAULT, check_filter
+from logstore.broker.quotas.client_quotas import DEFAULT, check_filter
 from logstore.protocol import NO_THROTTLE, build, codec
 
 

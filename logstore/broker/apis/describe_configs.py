@@ -33,16 +33,16 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
-from logstore.broker.config import TOPIC_SYNONYMS
+from logstore.broker.config.broker_config import TOPIC_SYNONYMS
+from logstore.broker.config.dynamic_config import CONFIG_TYPES, DEFAULT_CONFIG, ConfigEntry
+from logstore.broker.config.group_config_resources import describe_group_resource
+from logstore.broker.config.legacy_topic_configs import LEGACY_TOPIC_KEYS
 from logstore.broker.context import RequestContext, Services
-from logstore.broker.dynamic_config import CONFIG_TYPES, DEFAULT_CONFIG, ConfigEntry
-from logstore.broker.group_config_resources import describe_group_resource
-from logstore.broker.legacy_topic_configs import LEGACY_TOPIC_KEYS
 from logstore.errors import InvalidArgumentError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.storage.config import CONFIG_KEYS, LogConfig, render_value
-from logstore.storage.manager import validate_topic_name
+from logstore.storage.store import validate_topic_name
 
 TOPIC = 2
 BROKER = 4
@@ -153,7 +153,7 @@ def _describe(broker: Services, resource: Any) -> tuple[ErrorCode, str | None, l
         if error != ErrorCode.none:
             return error, message, []
         return ErrorCode.none, None, broker_entries(broker, name)
-    if resource.resource_type == 32:  # GROUP (KIP-848): logstore/broker/group_config_resources.py
+    if resource.resource_type == 32:  # GROUP (KIP-848): logstore/broker/config/group_config_resources.py
         return describe_group_resource(broker, name)
     return ErrorCode.invalid_request, f"Unsupported resource type: {resource.resource_type}", []
 

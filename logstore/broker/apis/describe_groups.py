@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.groups import coordinator_of
+from logstore.broker.groups.offsets_topic import coordinator_of
 from logstore.coordinator.group.classic_group import GroupState
 from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.security import operations

@@ -48,7 +48,7 @@ from logstore.errors import InvalidArgumentError
 from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.acls import ResourceType
-from logstore.storage.manager import validate_topic_name
+from logstore.storage.store import validate_topic_name
 
 MAX_PARTITIONS = 2000
 """Kafka's ``max.request.partition.size.limit`` default: the most partitions one response holds."""

@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.transactions import coordinator_of
+from logstore.broker.transactions.state_topic import coordinator_of
 from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 from logstore.security.acls import ResourceType

@@ -4,7 +4,7 @@ Clients send it to the controller (Metadata's controller id). Any other broker,
 and a broker alone (it has no controller), answers NOT_CONTROLLER for every
 partition named, as Kafka's ZooKeeper-mode brokers do; from v2 also as the
 top-level error. The controller runs the election on its worker thread
-(:meth:`~logstore.broker.controller.ClusterLink.elect_leaders`): per
+(:meth:`~logstore.broker.cluster_member.ClusterLink.elect_leaders`): per
 partition NONE, ELECTION_NOT_NEEDED (the preferred replica already leads; for
 an unclean election, the leader is alive), PREFERRED_LEADER_NOT_AVAILABLE (the
 preferred replica is down or out of the ISR) or ELIGIBLE_LEADERS_NOT_AVAILABLE
@@ -23,8 +23,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
+from logstore.broker.cluster_member import PREFERRED, UNCLEAN, NotControllerError
 from logstore.broker.context import RequestContext
-from logstore.broker.controller import PREFERRED, UNCLEAN, NotControllerError
 from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 

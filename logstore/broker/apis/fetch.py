@@ -14,7 +14,7 @@ filled by ``loop.sendfile`` from the segment file; batches shorter than
 ``SENDFILE_MIN_BYTES`` are copied from the segment's map instead, because
 one ``sendfile`` costs more than copying a few kilobytes.
 
-Fetch sessions (KIP-227, v7+): see :mod:`logstore.broker.fetch_session`;
+Fetch sessions (KIP-227, v7+): see :mod:`logstore.broker.replication.fetch_session`;
 an incremental fetch reads every partition of its session and answers only
 those with something new.
 
@@ -32,8 +32,8 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import Deferred, RequestContext, Services
-from logstore.broker.fetch_session import FetchContext, FetchItem, answer
-from logstore.broker.replica_manager import PartitionRead
+from logstore.broker.replication.fetch_session import FetchContext, FetchItem, answer
+from logstore.broker.replication.replica_manager import PartitionRead
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, FileRegion, build, codec
 from logstore.security import operations

@@ -27,9 +27,9 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.groups import ERROR_MESSAGES, ensure_offsets_topic
+from logstore.broker.groups.offsets_topic import ERROR_MESSAGES, ensure_offsets_topic
 from logstore.broker.metadata_cache import NO_LEADER
-from logstore.broker.transactions import ensure_transaction_topic_async
+from logstore.broker.transactions.state_topic import ensure_transaction_topic_async
 from logstore.coordinator.internal_topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, partition_for
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec

@@ -38,10 +38,10 @@ from logstore.broker.apis.alter_configs import (
     unsupported_type,
 )
 from logstore.broker.apis.describe_configs import BROKER, TOPIC, broker_resource_error, topic_resource_error
+from logstore.broker.config.dynamic_config import key_default, key_kind
+from logstore.broker.config.group_config_resources import incremental_alter_group_resource
+from logstore.broker.config.legacy_topic_configs import LEGACY_TOPIC_KEYS
 from logstore.broker.context import RequestContext, Services
-from logstore.broker.dynamic_config import key_default, key_kind
-from logstore.broker.group_config_resources import incremental_alter_group_resource
-from logstore.broker.legacy_topic_configs import LEGACY_TOPIC_KEYS
 from logstore.storage.config import CONFIG_KEYS
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -86,7 +86,7 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> Outcome:
         return ErrorCode.invalid_request, f"Unknown alter config operation type {unknown_ops[0]}"
     if resource.resource_type == BROKER:
         return _alter_broker(broker, name, changes, validate_only)
-    if resource.resource_type == 32:  # GROUP (KIP-848): logstore/broker/group_config_resources.py
+    if resource.resource_type == 32:  # GROUP (KIP-848): logstore/broker/config/group_config_resources.py
         return incremental_alter_group_resource(broker, name, changes, validate_only)
     if resource.resource_type != TOPIC:
         return unsupported_type(resource.resource_type)

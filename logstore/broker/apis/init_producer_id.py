@@ -23,8 +23,8 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.groups import millis
-from logstore.broker.transactions import coordinator_of, for_version
+from logstore.broker.groups.offsets_topic import millis
+from logstore.broker.transactions.state_topic import coordinator_of, for_version
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.acls import ResourceType

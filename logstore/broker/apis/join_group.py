@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import Deferred, RequestContext
-from logstore.broker.groups import client_host, coordinator_of, millis
+from logstore.broker.groups.offsets_topic import client_host, coordinator_of, millis
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.acls import ResourceType

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext, Services
-from logstore.broker.partition import Partition
+from logstore.broker.replication.partition import Partition
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.protocol.errors import error_for

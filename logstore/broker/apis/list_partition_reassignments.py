@@ -19,8 +19,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
+from logstore.broker.cluster_member import NotControllerError
 from logstore.broker.context import RequestContext
-from logstore.broker.controller import NotControllerError
 from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations
 

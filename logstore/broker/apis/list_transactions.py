@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.transactions import coordinator_of
+from logstore.broker.transactions.state_topic import coordinator_of
 from logstore.coordinator.txn.transaction_log import TxnState
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations

@@ -33,8 +33,8 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext, Services
-from logstore.broker.groups import await_group_replicated, coordinator_of, offsets_appender_of
-from logstore.broker.offsets_appender import Ticket
+from logstore.broker.groups.offsets_appender import Ticket
+from logstore.broker.groups.offsets_topic import await_group_replicated, coordinator_of, offsets_appender_of
 from logstore.coordinator.group.offsets import OffsetCommit, PreparedCommit
 from logstore.protocol import EMPTY_TAGS, DeferredBody, RawBody, wire_count, wire_string
 from logstore.security import operations

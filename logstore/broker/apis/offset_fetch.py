@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.groups import coordinator_of, offsets_appender_of
+from logstore.broker.groups.offsets_topic import coordinator_of, offsets_appender_of
 from logstore.coordinator.group.offsets import FetchedOffset
 from logstore.protocol import NO_THROTTLE, build, codec, group_by_topic
 from logstore.security import operations

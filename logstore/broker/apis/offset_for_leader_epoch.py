@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.partition import Partition
+from logstore.broker.replication.partition import Partition
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.acls import ResourceType

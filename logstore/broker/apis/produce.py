@@ -1,7 +1,7 @@
 """Produce (key 0): each partition's batch validated in C and appended as it came.
 
 The checks and the append are the partition's and storage's
-(:meth:`~logstore.broker.partition.Partition.append_as_leader`, Kafka's
+(:meth:`~logstore.broker.replication.partition.Partition.append_as_leader`, Kafka's
 ``appendRecordsToLeader``, over ``storage/validator.py``, Kafka's ``LogValidator``,
 and ``UnifiedLog.append``); this module decodes the request, refuses bad ``acks``
 for every partition (a transactional producer's must be -1), appends every
@@ -24,8 +24,8 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.api_definition import Api
 from logstore.broker.apis import produce_codec
 from logstore.broker.context import Deferred, RequestContext
-from logstore.broker.replica_manager import AppendResult, Opening
-from logstore.broker.txn_verification import produce_error
+from logstore.broker.replication.replica_manager import AppendResult, Opening
+from logstore.broker.transactions.txn_verification import produce_error
 from logstore.protocol import RawBody
 from logstore.security import operations
 from logstore.security.acls import ResourceType
@@ -133,7 +133,7 @@ def _answer(
 async def _verify(
     ctx: RequestContext, request: Any
 ) -> tuple[dict[tuple[str, int], AppendResult], dict[tuple[str, int], object]]:
-    """KIP-890 part 1 (broker/txn_verification.py): the partitions whose batch would open the
+    """KIP-890 part 1 (broker/transactions/txn_verification.py): the partitions whose batch would open the
     producer's transaction there are confirmed with its coordinator first. Returns the refused
     partitions' answers and the confirmed ones' verification guards."""
     replicas = ctx.broker.replica_manager

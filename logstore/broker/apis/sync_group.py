@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import Deferred, RequestContext
-from logstore.broker.groups import await_group_replicated, coordinator_of
+from logstore.broker.groups.offsets_topic import await_group_replicated, coordinator_of
 from logstore.coordinator.group.classic_group import SyncResult
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations

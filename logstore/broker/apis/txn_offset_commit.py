@@ -27,9 +27,9 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.groups import await_group_replicated, coordinator_of, offsets_appender_of
-from logstore.broker.partition import Partition
-from logstore.broker.transactions import for_version
+from logstore.broker.groups.offsets_topic import await_group_replicated, coordinator_of, offsets_appender_of
+from logstore.broker.replication.partition import Partition
+from logstore.broker.transactions.state_topic import for_version
 from logstore.coordinator.group.offsets_schemas import OffsetCommitValue
 from logstore.coordinator.group.persistence import offset_records
 from logstore.coordinator.internal_topics import OFFSETS_TOPIC, partition_for

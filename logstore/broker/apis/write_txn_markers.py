@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.transaction_io import write_markers_here
+from logstore.broker.transactions.transaction_io import write_markers_here
 from logstore.protocol import build, codec, group_by_topic
 from logstore.security import operations
 

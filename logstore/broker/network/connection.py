@@ -32,10 +32,10 @@ import typing
 from collections.abc import MutableSet
 from typing import Any, Protocol
 
-from logstore.broker.config import BrokerConfig
-from logstore.broker.connection_limits import ConnectionLimits
+from logstore.broker.config.broker_config import BrokerConfig
 from logstore.broker.dispatch import Answer, Dispatcher
-from logstore.broker.metrics import BrokerMetrics
+from logstore.broker.metrics.broker_metrics import BrokerMetrics
+from logstore.broker.quotas.connection_limits import ConnectionLimits
 from logstore.protocol import DeferredFrame, FileRegion, ProtocolError
 from logstore.protocol.framing import Frame, FrameReader, FrameSizeError
 from logstore.security import ANONYMOUS, KafkaPrincipal
@@ -63,10 +63,22 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+class LoopSendfile:
+    """Whether the broker's event loop has a zero-copy ``loop.sendfile``: asyncio's own loops
+    have it; uvloop raises NotImplementedError, learnt at the first fetch and kept."""
+
+    def __init__(self) -> None:
+        self.works = True
+
+    def lacking(self) -> None:
+        self.works = False
+
+
 class Host(Protocol):
     """What a connection uses of the broker that accepted it (the Broker)."""
 
-    native_sendfile: bool  # False once the loop turned out to lack sendfile (uvloop)
+    @property
+    def sendfile(self) -> LoopSendfile: ...
 
     @property
     def config(self) -> BrokerConfig: ...
@@ -113,13 +125,10 @@ class Connection(asyncio.BufferedProtocol):
         self._frames: list[Frame] = []
         self._queued = 0
         self._holds = 0  # _QUEUE_FULL | _MUTED | _PARKED
-        # Quotas (quotas.py): the throttle of the request being served, and the mute's end.
+        # Quotas (client_quotas.py): the throttle of the request being served, and the mute's end.
         self._throttle_ms = 0
         self._throttle_after = True
         self._unmute: asyncio.Future[None] | None = None
-        # Connection limits (connection_limits.py): the IP counted, and whether a slot was taken.
-        self.limit_ip: str | None = None
-        self.admitted = False
         # The serving task's wait for frames: a future made only while it waits (an Event
         # would hold a waiter deque on every idle connection).
         self._waiter: asyncio.Future[None] | None = None
@@ -414,11 +423,11 @@ class Connection(asyncio.BufferedProtocol):
         (uvloop) or the bytes must be encrypted (a TLS connection)."""
         if not region.size:
             return
-        if self.broker.native_sendfile and not self.tls:
+        if self.broker.sendfile.works and not self.tls:
             try:
                 sent = await loop.sendfile(transport, region, region.position, region.size)  # type: ignore[arg-type]
             except NotImplementedError:
-                self.broker.native_sendfile = False
+                self.broker.sendfile.lacking()
             else:
                 if sent != region.size:
                     raise ConnectionError(f"segment shrank while sending ({sent} of {region.size} bytes)")

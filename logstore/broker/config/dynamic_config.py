@@ -12,7 +12,7 @@ sets: the resource name is a broker id for the first, empty for the second. Alon
 both in ``<data-dir>/dynamic-broker-configs.json`` (:class:`FileConfigStore`); in a ZooKeeper
 cluster they are Kafka's znodes, written and watched by the cluster layer, which hands in its
 own :class:`ConfigStore`. The effective config is the four layers merged, parsed by
-:class:`~logstore.broker.config.BrokerConfig` as at start; a broker that starts reads its dynamic
+:class:`~logstore.broker.config.broker_config.BrokerConfig` as at start; a broker that starts reads its dynamic
 sets first, so they survive restarts. In a cluster each broker watches its two znodes and
 applies a change made through any broker (the cluster default reaches every broker).
 
@@ -49,7 +49,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from logstore.broker.config import (
+from logstore.broker.config.broker_config import (
     _KEYS,
     _LOG_DEFAULTS,
     BROKER_KEY_FAMILIES,
@@ -246,6 +246,10 @@ class DynamicBrokerConfig:
         self.entities: dict[str, dict[str, str]] = {}
         self.config = static
         self.reload()
+
+    def use_store(self, store: ConfigStore) -> None:
+        """Keep the dynamic configs in ``store`` from now on (a cluster's ZooKeeper)."""
+        self.store = store
 
     def reload(self) -> BrokerConfig:
         """Read the dynamic sets again (at start, or when another broker changed them); a set

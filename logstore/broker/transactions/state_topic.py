@@ -1,7 +1,7 @@
 """The transaction coordinator on the broker: ``__transaction_state`` and what the transaction APIs share.
 
 The coordinator's I/O (producer ids, ``__transaction_state`` writes, markers) is
-:class:`~logstore.broker.transaction_io.BrokerTransactionIO` (transaction_io.py).
+:class:`~logstore.broker.transactions.transaction_io.BrokerTransactionIO` (transaction_io.py).
 A broker alone loads every partition of the topic at start
 (:func:`start_transactions`) and creates it on the first write
 (``transaction.state.log.num.partitions`` partitions, compacted, 100 MiB
@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.context import Services
-from logstore.broker.groups import read_partition
-from logstore.broker.transaction_io import BrokerTransactionIO, ensure_transaction_topic
+from logstore.broker.groups.offsets_topic import read_partition
+from logstore.broker.transactions.transaction_io import BrokerTransactionIO, ensure_transaction_topic
 from logstore.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from logstore.coordinator.record_codec import Record
 from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator, TransactionsConfig

@@ -46,7 +46,7 @@ import struct
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.metadata_cache import PartitionState
-from logstore.broker.txn_verification import NOT_ADDED
+from logstore.broker.transactions.txn_verification import NOT_ADDED
 from logstore.errors import InvalidRecordError, LogstoreError
 from logstore.protocol.errors import error_for
 from logstore.records.batch import ATTR_TRANSACTIONAL

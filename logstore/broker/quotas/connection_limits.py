@@ -38,8 +38,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from logstore.broker.config import BrokerConfig
-from logstore.broker.quotas import DEFAULT, Rate
+from logstore.broker.config.broker_config import BrokerConfig
+from logstore.broker.quotas.client_quotas import DEFAULT, Rate
 from logstore.errors import InvalidConfigError
 
 _log = logging.getLogger("logstore.broker")
@@ -73,10 +73,11 @@ def parse_overrides(value: str) -> dict[str, int]:
 
 
 class Connection(Protocol):
-    """What the limits read and set of a client connection (network/connection.py's)."""
+    """What the limits read of a client connection and ask of it (network/connection.py's).
 
-    limit_ip: str | None  # the IP counted for it (None: not counted, or released)
-    admitted: bool  # whether it holds one of max.connections' slots
+    Hashable by identity: the limits keep their own per-connection state (the IP counted, the
+    slot held) in maps keyed by it and never write to the connection.
+    """
 
     @property
     def client_host(self) -> str: ...
@@ -98,6 +99,8 @@ class ConnectionLimits:
         self._current = config
         self.per_ip: collections.Counter[str] = collections.Counter()
         self.admitted = 0
+        self._counted: dict[Connection, str] = {}  # the IP each counted connection was counted under
+        self._holding: set[Connection] = set()  # the connections holding one of max.connections' slots
         self.parked: collections.deque[Connection] = collections.deque()
         self._rate: Rate | None = None
         self._ip_rates: dict[str, Rate] = {}
@@ -132,7 +135,7 @@ class ConnectionLimits:
             )
             return
         self.per_ip[ip] += 1
-        connection.limit_ip = ip
+        self._counted[connection] = ip
         if not self.parked and self.admitted < self._config("max.connections") and not self._rate_limited():
             self._admit(connection)
             return
@@ -146,16 +149,15 @@ class ConnectionLimits:
         self._drain()
 
     def on_close(self, connection: Connection) -> None:
-        ip = connection.limit_ip
+        ip = self._counted.pop(connection, None)
         if ip is None:
             return
-        connection.limit_ip = None
         self.per_ip[ip] -= 1
         if self.per_ip[ip] <= 0:
             del self.per_ip[ip]
-        if connection.admitted:
+        if connection in self._holding:
+            self._holding.discard(connection)
             self.admitted -= 1
-            connection.admitted = False
         else:
             with contextlib.suppress(ValueError):
                 self.parked.remove(connection)
@@ -209,17 +211,19 @@ class ConnectionLimits:
 
     def _admit(self, connection: Connection) -> None:
         self.admitted += 1
-        connection.admitted = True
-        rate = self.ip_quotas.get(connection.limit_ip or "", self.ip_quotas.get(DEFAULT))
+        self._holding.add(connection)
+        assert self.admitted == len(self._holding), "the admitted count is the slots held"
+        ip = self._counted.get(connection, "")
+        rate = self.ip_quotas.get(ip, self.ip_quotas.get(DEFAULT))
         if rate is not None:
-            wait = self._record_ip(connection.limit_ip or "", rate)
+            wait = self._record_ip(ip, rate)
             if wait:
                 # Kafka: ConnectionThrottledException, the socket closed after the throttle time.
                 connection.park()
                 asyncio.get_running_loop().call_later(
                     wait / 1000,
                     connection.close,
-                    f"connection_creation_rate={rate:g}/s exceeded for {connection.limit_ip}",
+                    f"connection_creation_rate={rate:g}/s exceeded for {ip}",
                     True,
                 )
                 return

@@ -155,7 +155,7 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "max.connections.per.ip": ("int", INT_MAX, 0),
     "max.connections.per.ip.overrides": ("string", "", None),
     "max.connection.creation.rate": ("int", INT_MAX, 0),
-    "quota.window.num": ("int", 11, 1),  # client quotas (quotas.py): the rate's samples
+    "quota.window.num": ("int", 11, 1),  # client quotas (client_quotas.py): the rate's samples
     "quota.window.size.seconds": ("int", 1, 1),  # ... and their length (read-only, as in Kafka)
     "transaction.partition.verification.enable": ("boolean", True, None),  # KIP-890: txn_verification.py
     "metric.reporters": ("list", "", None),

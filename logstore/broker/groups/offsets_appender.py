@@ -3,7 +3,7 @@
 The group coordinator's records reach the partitions through the appender
 (with :meth:`Log.append`, so the topic's ``flush.messages`` and ``flush.ms``
 make them durable like any other log), which batches the OffsetCommits of one
-event-loop pass and wakes fetches waiting on the partition. groups.py builds
+event-loop pass and wakes fetches waiting on the partition. offsets_topic.py builds
 it with the coordinator.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.replica_manager import ReplicaManager
+from logstore.broker.replication.replica_manager import ReplicaManager
 from logstore.coordinator.group.persistence import WriteError
 from logstore.coordinator.group.txn_offsets import PendingTxnOffsets
 from logstore.coordinator.internal_topics import OFFSETS_TOPIC, partition_for

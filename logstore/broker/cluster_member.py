@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from logstore.broker.config import BrokerConfig
+from logstore.broker.config.broker_config import BrokerConfig
 from logstore.broker.metadata_cache import MetadataCache, PartitionState
 from logstore.errors import LogstoreError
 from logstore.storage.config import LogConfig
-from logstore.storage.manager import Store
+from logstore.storage.store import Store
 
 PREFERRED, UNCLEAN = 0, 1
 """ElectLeaders' election types (:meth:`ClusterLink.elect_leaders`)."""

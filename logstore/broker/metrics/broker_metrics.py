@@ -17,7 +17,7 @@ brokers can share a process) and two kinds of metrics:
   high watermark; leader and under-replicated partition counts; consumer
   groups by state, their members, and each group's committed offsets and lag
   (HW - committed); active connections. The families are read on the event
-  loop (the HTTP server is :mod:`logstore.broker.metrics_http`), so they see
+  loop (the HTTP server is :mod:`logstore.broker.metrics.metrics_http`), so they see
   the state the handlers change without locks, between two requests; that costs
   O(logs + partitions + groups + committed offsets) (1.8 ms for 150
   partitions), and the text is then formatted off the loop

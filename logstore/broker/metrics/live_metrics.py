@@ -1,11 +1,11 @@
 """The broker's scrape-time metric families: logs, partitions, groups, connections.
 
 Read from the broker's live objects at each scrape, never kept up to date
-between scrapes (metrics.py's module doc): each log's size, start offset, end
+between scrapes (broker_metrics.py's module doc): each log's size, start offset, end
 offset (LEO) and high watermark; leader and under-replicated partition counts;
 consumer groups by state, their members, and each group's committed offsets
 and lag (HW - committed); active connections. The broker adds
-:func:`broker_state` to its :class:`~logstore.broker.metrics.BrokerMetrics`
+:func:`broker_state` to its :class:`~logstore.broker.metrics.broker_metrics.BrokerMetrics`
 as a collector.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from logstore.broker.replica_manager import ReplicaManager
+from logstore.broker.replication.replica_manager import ReplicaManager
 from logstore.coordinator.group.group_coordinator import GroupCoordinator
 from logstore.storage.log_manager import LogManager
 

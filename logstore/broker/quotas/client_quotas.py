@@ -68,7 +68,7 @@ from logstore.protocol import Codec, DeferredBody, FileRegion, RawBody, build, e
 from logstore.protocol.primitives import SIZE
 from logstore.storage.checkpoints import read_json, write_atomically
 
-_log = logging.getLogger("logstore.broker.quotas")
+_log = logging.getLogger("logstore.broker.quotas.client_quotas")
 
 DEFAULT = "<default>"
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
@@ -263,7 +263,16 @@ class ClientQuotas:
 
     SENSOR_EXPIRY_MS = 3_600_000
 
-    def __init__(self, store: QuotaStore, samples: int = 11, window_seconds: int = 1) -> None:
+    def __init__(
+        self,
+        store: QuotaStore,
+        samples: int = 11,
+        window_seconds: int = 1,
+        on_ip_quotas: Callable[[dict[str, float]], None] | None = None,
+        on_throttle: Callable[[str, float], None] | None = None,
+    ) -> None:
+        """``on_ip_quotas``: told the IP quotas after each change (the connection limits);
+        ``on_throttle``: told (quota type, ms) of each throttle decided (the broker's metrics)."""
         self.store = store
         self.samples = samples
         self.window_ms = window_seconds * 1000
@@ -271,10 +280,13 @@ class ClientQuotas:
         self._resolved: dict[tuple[str, str], dict[str, Resolved]] = {}
         self._rates: dict[tuple[str, str, str], Rate] = {}
         self.active = False
-        self.on_ip_quotas: Callable[[dict[str, float]], None] | None = None
-        # (quota type, ms) for each throttle decided (the broker's metrics: throttle time per type).
-        self.on_throttle: Callable[[str, float], None] | None = None
+        self.on_ip_quotas = on_ip_quotas
+        self.on_throttle = on_throttle
         self.reload()
+
+    def use_store(self, store: QuotaStore) -> None:
+        """Keep the quotas in ``store`` from now on (a cluster's ZooKeeper; its follower reloads)."""
+        self.store = store
 
     def reload(self) -> None:
         """Read every quota from the store again (start, and a change made elsewhere)."""

@@ -3,7 +3,7 @@
 It is what the :class:`~logstore.coordinator.txn.transaction_coordinator.TransactionCoordinator`
 needs from the broker:
 
-- producer ids from the broker's :class:`~logstore.broker.producers.ProducerIds`
+- producer ids from the broker's :class:`~logstore.broker.transactions.producer_ids.ProducerIds`
   (ZooKeeper's blocks in a cluster);
 - writes to ``__transaction_state`` as its leader, waiting for the ISR
   (acks=-1, as Kafka's coordinator writes), at most
@@ -16,7 +16,7 @@ needs from the broker:
   ``TransactionMarkerChannelManager``).
 
 It reads the broker through :class:`TransactionHost` (the Broker satisfies it);
-transactions.py builds it with the coordinator.
+state_topic.py builds it with the coordinator.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.controller import ClusterMember, TopicController
-from logstore.broker.inter_broker import BrokerChannel, ChannelError
+from logstore.broker.cluster_member import ClusterMember, TopicController
 from logstore.broker.metadata_cache import NO_LEADER
-from logstore.broker.producers import ProducerIds
-from logstore.broker.replica_manager import AppendResult, ReplicaManager
+from logstore.broker.network.inter_broker import BrokerChannel, ChannelError
+from logstore.broker.replication.replica_manager import AppendResult, ReplicaManager
+from logstore.broker.transactions.producer_ids import ProducerIds
 from logstore.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from logstore.coordinator.record_codec import Record
 from logstore.coordinator.txn.transaction_log import TopicPartition

@@ -3,7 +3,7 @@
 Spark executors (other processes) and ``logstore.arrow.read_table`` read a
 data directory that a live broker may own and be appending to, so nothing
 here writes, locks or recovers anything. The layout read (Kafka's; see
-:mod:`logstore.storage.manager`, :mod:`~logstore.storage.segment` and
+:mod:`logstore.storage.store`, :mod:`~logstore.storage.segment` and
 :mod:`~logstore.storage.index`)::
 
     <data>/topic-configs/<topic>.properties   partitions=N (one line of key=value per setting)
@@ -70,7 +70,7 @@ from logstore.errors import (
 from logstore.records.batch import RecordBatch, scan
 from logstore.storage.checkpoints import read_offsets
 from logstore.storage.log import LOG_START_FILE
-from logstore.storage.manager import TOPIC_CONFIGS, _read_properties, topic_name
+from logstore.storage.store import TOPIC_CONFIGS, _read_properties, topic_name
 
 __all__ = ["OffsetGoneError", "PartitionFiles", "list_topics"]
 
@@ -542,7 +542,7 @@ class PartitionFiles:
     """One ``<data>/<topic>-<p>/`` directory, read-only (see the module for the concurrency rules).
 
     >>> import tempfile
-    >>> from logstore.storage.manager import Store
+    >>> from logstore.storage.store import Store
     >>> data = tempfile.mkdtemp()
     >>> with Store(data, scheduler=False) as store:
     ...     store.create_topic("events")

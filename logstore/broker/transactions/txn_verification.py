@@ -46,9 +46,9 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.controller import ClusterMember
-from logstore.broker.inter_broker import BrokerChannel, ChannelError
+from logstore.broker.cluster_member import ClusterMember
 from logstore.broker.metadata_cache import NO_LEADER
+from logstore.broker.network.inter_broker import BrokerChannel, ChannelError
 from logstore.coordinator.internal_topics import TRANSACTION_STATE_TOPIC
 from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
 from logstore.coordinator.txn.transaction_log import TopicPartition

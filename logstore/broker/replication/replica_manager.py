@@ -2,7 +2,7 @@
 
 API handlers never touch the Store's logs: Produce appends here, Fetch,
 ListOffsets and DeleteRecords read and trim here. It holds this broker's
-:class:`~logstore.broker.partition.Partition` objects, made on first use from
+:class:`~logstore.broker.replication.partition.Partition` objects, made on first use from
 the Store's logs and the MetadataCache's partition state (a re-created topic
 gets new ones: a Partition is tied to its Log), and the fetch purgatory that
 appends wake.
@@ -22,9 +22,9 @@ produce) until the high watermark passes the batch, then answers
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
 ``min.insync.replicas`` meanwhile, or REQUEST_TIMED_OUT at the request's
 timeout; a follower's fetch moves its progress, the HW and the ISR
-(:class:`~logstore.broker.partition.Partition`); the controller's partition
+(:class:`~logstore.broker.replication.partition.Partition`); the controller's partition
 states (:meth:`apply_states`) make this broker leader or follower, and
-followers fetch through the :mod:`~logstore.broker.replica_fetcher`.
+followers fetch through the :mod:`~logstore.broker.replication.replica_fetcher`.
 
 Disk work off the event loop: an append to a topic with ``flush.messages=1``
 (an fsync per batch) runs in the default executor. Other appends write to the
@@ -41,12 +41,12 @@ from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.inter_broker import BrokerChannel, ChannelError
 from logstore.broker.metadata_cache import NO_LEADER, MetadataCache, PartitionState
-from logstore.broker.metrics import BrokerMetrics
-from logstore.broker.partition import AppendResult, Partition
-from logstore.broker.purgatory import Purgatory
-from logstore.broker.replica_fetcher import FetcherSettings, ReplicaFetcher
+from logstore.broker.metrics.broker_metrics import BrokerMetrics
+from logstore.broker.network.inter_broker import BrokerChannel, ChannelError
+from logstore.broker.replication.partition import AppendResult, Partition
+from logstore.broker.replication.purgatory import Purgatory
+from logstore.broker.replication.replica_fetcher import FetcherSettings, ReplicaFetcher
 from logstore.errors import LogstoreError, UnknownTopicError
 from logstore.protocol.errors import error_for
 from logstore.records.builder import build_control_batch
@@ -94,7 +94,10 @@ class ReplicaManager:
         node_id: int,
         producer_id_expiration_ms: int,
         metrics: BrokerMetrics | None = None,
+        on_transactions_completed: Callable[[str, int, list[CompletedTxn]], None] | None = None,
     ) -> None:
+        """``on_transactions_completed``: told of the transactions a marker completed (topic,
+        partition, them): the group coordinator's hook."""
         self.logs_by_partition = logs
         self.metadata = metadata
         self.node_id = node_id
@@ -111,11 +114,10 @@ class ReplicaManager:
         self._controller: BrokerChannel | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
-        # Told of each leadership gained (True) or lost (False): the group coordinator's hook.
+        # Told of each leadership gained (True) or lost (False): the coordinators' hook (start_replication).
         self.on_leadership: Callable[[str, int, bool], None] = lambda topic, index, leader: None
-        # Told of the transactions a marker completed (topic, partition, them): the group coordinator's hook.
         self.on_transactions_completed: Callable[[str, int, list[CompletedTxn]], None] = (
-            lambda topic, index, completed: None
+            on_transactions_completed or (lambda topic, index, completed: None)
         )
 
     # -- partitions ----------------------------------------------------------
@@ -188,7 +190,7 @@ class ReplicaManager:
     def needs_verification(self, topic: str, index: int, records: bytes | memoryview | None) -> Opening | None:
         """The Opening when ``records`` is a transactional batch that would open its
         producer's transaction on this partition (none open there at that epoch): KIP-890's
-        verification with the coordinator comes first (broker/txn_verification.py). None for
+        verification with the coordinator comes first (broker/transactions/txn_verification.py). None for
         anything else, and for partitions not led here (the append reports those). The
         partition keeps its validation of ``records`` for their append (one scan). O(batch) in C."""
         if not records:
@@ -368,9 +370,13 @@ class ReplicaManager:
 
     # -- replication -----------------------------------------------------------
 
-    def start_replication(self, settings: FetcherSettings, lag_ms: int) -> None:
-        """Act as a broker of a cluster (on the event loop): epochs, HWs, followers, ISR checks."""
+    def start_replication(
+        self, settings: FetcherSettings, lag_ms: int, on_leadership: Callable[[str, int, bool], None]
+    ) -> None:
+        """Act as a broker of a cluster (on the event loop): epochs, HWs, followers, ISR checks;
+        ``on_leadership`` is told of each leadership gained (True) or lost (False)."""
         self.replicated = True
+        self.on_leadership = on_leadership
         self.fetcher_settings = settings
         self.lag_ms = lag_ms
         self._spawn(self._check_isr_forever())

@@ -18,27 +18,31 @@ from collections.abc import Callable
 from typing import Any
 
 from logstore.broker.apis import registry, unsupported_version
-from logstore.broker.config import BrokerConfig, parse_metrics_listener
-from logstore.broker.connection_limits import ConnectionLimits
-from logstore.broker.controller import ClusterLink, LocalController, NotJoined, TopicController
+from logstore.broker.cluster_member import ClusterLink, LocalController, NotJoined, TopicController
+from logstore.broker.config.broker_config import BrokerConfig, parse_metrics_listener
+from logstore.broker.config.dynamic_config import DynamicBrokerConfig, FileConfigStore
+from logstore.broker.config.legacy_topic_configs import LegacyTopicConfigs
 from logstore.broker.dispatch import Dispatcher
-from logstore.broker.dynamic_config import DynamicBrokerConfig, FileConfigStore
-from logstore.broker.fetch_session import FetchSessionCache
-from logstore.broker.groups import on_offsets_leadership, on_transactions_completed, start_coordinator
-from logstore.broker.legacy_topic_configs import LegacyTopicConfigs
-from logstore.broker.live_metrics import broker_state
+from logstore.broker.groups.offsets_appender import OffsetsAppender
+from logstore.broker.groups.offsets_topic import (
+    on_offsets_leadership,
+    on_transactions_completed,
+    start_coordinator,
+)
 from logstore.broker.metadata_cache import BrokerEndpoint, MetadataCache
-from logstore.broker.metrics import BrokerMetrics
-from logstore.broker.metrics_http import MetricsServer
-from logstore.broker.network.connection import Connection
-from logstore.broker.offsets_appender import OffsetsAppender
-from logstore.broker.producers import ProducerIds
-from logstore.broker.quotas import ClientQuotas, FileQuotaStore
-from logstore.broker.replica_fetcher import FetcherSettings
-from logstore.broker.replica_manager import ReplicaManager
-from logstore.broker.transaction_io import BrokerTransactionIO
-from logstore.broker.transactions import on_transaction_state_leadership, start_transactions
-from logstore.broker.txn_verification import TransactionVerifier
+from logstore.broker.metrics.broker_metrics import BrokerMetrics
+from logstore.broker.metrics.live_metrics import broker_state
+from logstore.broker.metrics.metrics_http import MetricsServer
+from logstore.broker.network.connection import Connection, LoopSendfile
+from logstore.broker.quotas.client_quotas import ClientQuotas, FileQuotaStore
+from logstore.broker.quotas.connection_limits import ConnectionLimits
+from logstore.broker.replication.fetch_session import FetchSessionCache
+from logstore.broker.replication.replica_fetcher import FetcherSettings
+from logstore.broker.replication.replica_manager import ReplicaManager
+from logstore.broker.transactions.producer_ids import ProducerIds
+from logstore.broker.transactions.state_topic import on_transaction_state_leadership, start_transactions
+from logstore.broker.transactions.transaction_io import BrokerTransactionIO
+from logstore.broker.transactions.txn_verification import TransactionVerifier
 from logstore.coordinator.group.group_coordinator import GroupCoordinator
 from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
 from logstore.errors import InvalidConfigError
@@ -46,7 +50,7 @@ from logstore.security.authorizer import Authorizer, build_authorizer
 from logstore.security.credentials import CredentialStore, FileCredentialStore, ZkCredentialStore
 from logstore.storage.checkpoints import write_atomically
 from logstore.storage.log_manager import LogManager
-from logstore.storage.manager import Store
+from logstore.storage.store import Store
 
 _log = logging.getLogger("logstore.broker")
 
@@ -116,37 +120,42 @@ class Broker:
             self.log_manager = self.store.log_manager
             self.metadata.track_store(self.store, self.node_id)
             self.controller = LocalController(self.store)
-        # Prometheus metrics (metrics.py; served by metrics_http.py when metrics.listener is set);
+        # Prometheus metrics (broker_metrics.py; served by metrics_http.py when metrics.listener is set);
         # the scrape-time families of this broker's state first (live_metrics.py).
         self.metrics = BrokerMetrics()
         self.metrics.add_collector(functools.partial(broker_state, self))
         self.replica_manager = ReplicaManager(
-            self.log_manager, self.metadata, self.node_id, config.producer_id_expiration_ms, self.metrics
+            self.log_manager,
+            self.metadata,
+            self.node_id,
+            config.producer_id_expiration_ms,
+            self.metrics,
+            on_transactions_completed=functools.partial(on_transactions_completed, self),
         )
         self.metrics_server: MetricsServer | None = None
         self.producer_ids = ProducerIds(self.data_dir)
-        # Client quotas (quotas.py) and connection limits (connection_limits.py).
-        self.quotas = ClientQuotas(
-            FileQuotaStore(self.data_dir), config.quota_window_num, config.quota_window_size_seconds
-        )
+        # Client quotas (client_quotas.py) and connection limits (connection_limits.py).
         self.connection_limits = ConnectionLimits(lambda: self.config)
-        self.quotas.on_ip_quotas = self.connection_limits.set_ip_quotas
-        self.quotas.on_throttle = self.metrics.throttled
-        self.connection_limits.set_ip_quotas(self.quotas.ip_quotas())
+        self.quotas = ClientQuotas(
+            FileQuotaStore(self.data_dir),
+            config.quota_window_num,
+            config.quota_window_size_seconds,
+            on_ip_quotas=self.connection_limits.set_ip_quotas,
+            on_throttle=self.metrics.throttled,
+        )
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.connections: set[Connection] = set()
         self.bound: list[tuple[str, int]] = []
         self.bound_listeners: list[tuple[str, str, int]] = []  # (listener name, host, port)
-        # loop.sendfile works on asyncio's own loops; uvloop raises NotImplementedError.
-        self.native_sendfile = True
+        self.sendfile = LoopSendfile()  # loop.sendfile: asyncio's own loops, not uvloop
         self._servers: list[asyncio.AbstractServer] = []
         self.loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
-        # Consumer groups over __consumer_offsets (see groups.py); built by start().
+        # Consumer groups over __consumer_offsets (see offsets_topic.py); built by start().
         self.coordinator: GroupCoordinator | None = None
         self.offsets_appender: OffsetsAppender | None = None
-        # Transactions over __transaction_state (see transactions.py); built by start().
+        # Transactions over __transaction_state (see state_topic.py); built by start().
         self.transactions: TransactionCoordinator | None = None
         self.transaction_io: BrokerTransactionIO | None = None
         self.txn_verifier = TransactionVerifier(self)  # KIP-890 part 1 (txn_verification.py)
@@ -172,7 +181,6 @@ class Broker:
         """Join the cluster (with ``zookeeper.connect``), start the group coordinator (alone)
         and, when ``listen``, the listeners (the embedded broker has none)."""
         loop = self.loop = asyncio.get_running_loop()
-        self.replica_manager.on_transactions_completed = functools.partial(on_transactions_completed, self)
 
         protocols = self.security.protocols
         for name, host, port in self.config.listeners if listen else ():
@@ -191,9 +199,8 @@ class Broker:
             # this broker leads, loaded and dropped as leadership comes and goes.
             self.coordinator, self.offsets_appender = start_coordinator(self, distributed=True)
             self.transactions, self.transaction_io = start_transactions(self, distributed=True)
-            self.replica_manager.on_leadership = self._on_leadership
             self.replica_manager.start_replication(
-                self._fetcher_settings(), self.config.replica_lag_time_max_ms
+                self._fetcher_settings(), self.config.replica_lag_time_max_ms, self._on_leadership
             )
             await loop.run_in_executor(None, self._join_cluster, (host, port))
             for name in self.metadata.topic_names():  # states seen while joining, applied once more

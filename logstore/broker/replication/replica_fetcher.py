@@ -1,7 +1,7 @@
 """Followers fetch from leaders (Kafka's ``ReplicaFetcherManager`` and ``ReplicaFetcherThread``).
 
 One :class:`ReplicaFetcher` per leader broker, an asyncio task on the
-broker's loop with one :class:`~logstore.broker.inter_broker.BrokerChannel`,
+broker's loop with one :class:`~logstore.broker.network.inter_broker.BrokerChannel`,
 fetches every partition this broker follows from that leader. A partition
 joins a fetcher when this broker becomes its follower (at the leader epoch
 the controller gave it) and leaves when it becomes leader, the leader moves,
@@ -35,8 +35,8 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.inter_broker import BrokerChannel, ChannelError
-from logstore.broker.partition import Partition
+from logstore.broker.network.inter_broker import BrokerChannel, ChannelError
+from logstore.broker.replication.partition import Partition
 from logstore.errors import LogstoreError
 
 _log = logging.getLogger("logstore.replication")

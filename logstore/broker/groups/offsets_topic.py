@@ -10,7 +10,7 @@ and starts offset expiry. An existing topic's partition count wins over the
 config, as in Kafka (a group's partition is ``hash(group) % count``).
 
 The coordinator's records reach the partitions through an
-:class:`~logstore.broker.offsets_appender.OffsetsAppender` (offsets_appender.py),
+:class:`~logstore.broker.groups.offsets_appender.OffsetsAppender` (offsets_appender.py),
 which :func:`start_coordinator` builds and returns with the coordinator.
 
 >>> millis(__import__("datetime").timedelta(seconds=6))
@@ -27,10 +27,10 @@ from collections.abc import Iterator
 
 from kio.schema.errors import ErrorCode
 
-from logstore.broker.consumer_groups import coordinator_options
 from logstore.broker.context import Services
-from logstore.broker.offsets_appender import OffsetsAppender
-from logstore.broker.replica_manager import AppendResult, ReplicaManager
+from logstore.broker.groups.consumer_protocol import coordinator_options
+from logstore.broker.groups.offsets_appender import OffsetsAppender
+from logstore.broker.replication.replica_manager import AppendResult, ReplicaManager
 from logstore.coordinator.clock import LoopClock
 from logstore.coordinator.group.classic_group import TopicPartition
 from logstore.coordinator.group.coordinator_config import CoordinatorConfig

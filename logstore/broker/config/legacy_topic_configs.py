@@ -27,7 +27,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from logstore.broker.config import DEFAULT_MESSAGE_FORMAT_VERSION, BrokerConfig, message_format_version_error
+from logstore.broker.config.broker_config import (
+    DEFAULT_MESSAGE_FORMAT_VERSION,
+    BrokerConfig,
+    message_format_version_error,
+)
 from logstore.errors import InvalidConfigError
 from logstore.storage.checkpoints import write_atomically
 

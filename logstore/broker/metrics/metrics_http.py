@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 
-from logstore.broker.metrics import BrokerMetrics
+from logstore.broker.metrics.broker_metrics import BrokerMetrics
 from logstore.errors import InvalidConfigError
 
 _log = logging.getLogger("logstore.broker")

@@ -13,9 +13,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from logstore.broker.config.dynamic_config import ConfigEntry
 from logstore.broker.context import Services
-from logstore.broker.dynamic_config import ConfigEntry
-from logstore.broker.groups import coordinator_of
+from logstore.broker.groups.offsets_topic import coordinator_of
 from logstore.coordinator.group.group_configs import GROUP_RESOURCE_TYPE
 
 GROUP = GROUP_RESOURCE_TYPE

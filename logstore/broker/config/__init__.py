@@ -1,0 +1,1 @@
+"""The broker's configuration: static (server.properties), dynamic, legacy topic keys, GROUP resources."""

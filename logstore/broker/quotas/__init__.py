@@ -1,0 +1,1 @@
+"""Client quotas (bytes, requests, mutations) and connection limits."""

@@ -1,0 +1,1 @@
+"""Replication on one broker: partitions, appends and acks, followers, the purgatory, fetch sessions."""
