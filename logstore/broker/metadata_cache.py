@@ -22,13 +22,10 @@ import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from logstore.errors import UnknownTopicError
 from logstore.storage.config import LogConfig
-
-if TYPE_CHECKING:
-    from logstore.storage.store import Store
+from logstore.storage.store import Store
 
 NO_LEADER = -1
 """Kafka's leader id when a partition has none (every replica offline)."""

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from logstore.errors import InvalidConfigError
 from logstore.security.acls import (
     IMPLIED_BY,
     RESOURCE_TYPE_BY_TITLE,
@@ -67,6 +68,7 @@ from logstore.security.acls import (
     bits,
     validate_binding,
 )
+from logstore.storage.checkpoints import write_atomically
 
 _log = logging.getLogger("logstore.security")
 
@@ -174,8 +176,6 @@ class FileAclStore(MemoryAclStore):
             ResourcePattern, Callable[[frozenset[AccessControlEntry]], frozenset[AccessControlEntry]]
         ],
     ) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
-        from logstore.storage.checkpoints import write_atomically
-
         result = super().update(changes)
         resources = [
             {
@@ -229,8 +229,6 @@ def build_authorizer(config: Any, data_dir: str) -> Authorizer | None:
     if not name:
         return None
     if name not in AUTHORIZER_CLASS_NAMES:
-        from logstore.errors import InvalidConfigError
-
         raise InvalidConfigError(
             f"authorizer.class.name={name!r} is not an authorizer this broker has; use one of "
             f"{', '.join(sorted(AUTHORIZER_CLASS_NAMES))}, or leave it empty for no authorization"

@@ -26,7 +26,7 @@ from typing import Any
 
 from logstore.errors import InvalidConfigError
 from logstore.security.scram import MECHANISMS, ScramCredential
-from logstore.storage.checkpoints import read_json
+from logstore.storage.checkpoints import read_json, write_atomically
 
 _log = logging.getLogger("logstore.security")
 
@@ -110,8 +110,6 @@ class FileCredentialStore(CredentialStore):
 
     @staticmethod
     def save(path: str, users: dict[str, dict[str, ScramCredential]]) -> None:
-        from logstore.storage.checkpoints import write_atomically
-
         value = {
             "version": 1,
             "users": {

@@ -29,6 +29,7 @@ from typing import Any
 
 from sortedcontainers import SortedDict
 
+from logstore.records.batch import scan
 from logstore.storage.segment import LogSegment
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)(\.swap|\.cleaned|\.deleted)?$")
@@ -118,8 +119,6 @@ class LogLoader:
         os.replace(stem + ".log.swap", stem + ".log")
 
     def _swap_next_offset(self, path: str, base: int) -> int:
-        from logstore.records.batch import scan
-
         with open(path, "rb") as f:
             data = f.read()
         state = scan(data, 0)
