@@ -419,23 +419,7 @@ class Connection(asyncio.BufferedProtocol):
     async def _send_region(
         self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, region: FileRegion
     ) -> None:
-        """Segment bytes to the socket: ``loop.sendfile`` (zero copy), or pread where the loop lacks it
-        (uvloop) or the bytes must be encrypted (a TLS connection)."""
-        if not region.size:
-            return
-        if self.broker.sendfile.works and not self.tls:
-            try:
-                sent = await loop.sendfile(transport, region, region.position, region.size)  # type: ignore[arg-type]
-            except NotImplementedError:
-                self.broker.sendfile.lacking()
-            else:
-                if sent != region.size:
-                    raise ConnectionError(f"segment shrank while sending ({sent} of {region.size} bytes)")
-                return
-        data = os.pread(region.fd, region.size, region.position)
-        if len(data) != region.size:
-            raise ConnectionError(f"segment shrank while sending ({len(data)} of {region.size} bytes)")
-        transport.write(data)
+        await send_region(loop, transport, region, self.broker.sendfile, self.tls)
 
     def trim(self) -> None:
         """Give back memory an idle connection does not need (recycled read buffers)."""
@@ -476,3 +460,34 @@ class Connection(asyncio.BufferedProtocol):
             else:
                 self._flush_pending()  # answers already made still go out before the close
                 self.transport.close()
+
+
+async def send_region(
+    loop: asyncio.AbstractEventLoop,
+    transport: asyncio.Transport,
+    region: FileRegion,
+    sendfile: LoopSendfile,
+    tls: bool,
+) -> None:
+    """Segment bytes to the socket: ``loop.sendfile`` (zero copy), or pread where the loop lacks it
+    (uvloop), the bytes must be encrypted (a TLS connection), or the kernel's sendfile refused this
+    socket before sending a byte (asyncio's SendfileNotAvailableError, e.g. a peer that reset the
+    connection: asyncio's own fallback would read the region as a file object, which it is not).
+    A peer that went away surfaces as the transport's connection loss, not as an error here."""
+    if not region.size:
+        return
+    if sendfile.works and not tls:
+        try:
+            sent = await loop.sendfile(transport, region, region.position, region.size, fallback=False)  # type: ignore[arg-type]
+        except NotImplementedError:
+            sendfile.lacking()
+        except asyncio.SendfileNotAvailableError:
+            pass  # this region only: pread and write below
+        else:
+            if sent != region.size:
+                raise ConnectionError(f"segment shrank while sending ({sent} of {region.size} bytes)")
+            return
+    data = os.pread(region.fd, region.size, region.position)
+    if len(data) != region.size:
+        raise ConnectionError(f"segment shrank while sending ({len(data)} of {region.size} bytes)")
+    transport.write(data)

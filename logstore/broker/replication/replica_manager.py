@@ -180,10 +180,11 @@ class ReplicaManager:
         return list(self._partitions.values())
 
     def forget_topic(self, name: str) -> None:
-        """Drop the partitions of a deleted topic (their producer state goes with them). O(P)."""
+        """Drop the partitions of a deleted topic (their producer state goes with them), and stop
+        fetching the ones followed here. O(P)."""
         self.metrics.traffic.pop(name, None)
-        for key in [key for key in self._partitions if key[0] == name]:
-            del self._partitions[key]
+        for key in [key for key in {*self._partitions, *self._following} if key[0] == name]:
+            self._drop(key)
 
     # -- appends -------------------------------------------------------------
 
@@ -404,7 +405,7 @@ class ReplicaManager:
         if not self.replicated or self._closing:
             return
         count = self.metadata.partition_count(topic) or 0
-        for key in [k for k in self._partitions if k[0] == topic and k[1] >= count]:
+        for key in [k for k in {*self._partitions, *self._following} if k[0] == topic and k[1] >= count]:
             self._drop(key)
         for index in range(count):
             state = self.metadata.partition_state(topic, index)
