@@ -244,7 +244,7 @@ class EmbeddedTransport:
     def bootstrap(self) -> list[tuple[str, int]]:
         return [("embedded", 0)]
 
-    def open(self, node_id: int, host: str, port: int) -> EmbeddedConnection:
+    def open(self, node_id: int, host: str, port: int, setup_timeout: float | None = None) -> EmbeddedConnection:
         return EmbeddedConnection(self.embedded, node_id, self.client_id)
 
     def close(self) -> None:

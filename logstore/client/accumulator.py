@@ -464,6 +464,15 @@ class RecordAccumulator(AccumulatorCore):
                 queue.appendleft(batch)
                 self.nonempty[(batch.topic, batch.partition)] = state
 
+    def oldest_created(self) -> float | None:
+        """When the oldest queued batch got its first record (``time.monotonic()``), or None.
+        O(partitions with batches queued)."""
+        with self.lock:
+            return min(
+                (state.queues[tp[1]][0].created for tp, state in self.nonempty.items() if state.queues[tp[1]]),
+                default=None,
+            )
+
     def expired(self, now: float, timeout: float) -> list[ProducerBatch]:
         """Remove and return queued batches older than ``timeout`` seconds (delivery.timeout.ms)."""
         out: list[ProducerBatch] = []

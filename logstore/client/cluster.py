@@ -8,6 +8,14 @@ answered NOT_LEADER / UNKNOWN_TOPIC), and the group coordinators found with
 FindCoordinator. It is shared by the threads of one client and is
 thread-safe: a lock guards the maps, never a request in flight.
 
+Every call keeps its timeout, also where it has to open a connection first: a caller sets
+a deadline for its thread (:meth:`Cluster.deadline`, e.g. ``consume(timeout)`` or the
+producer's nearest delivery timeout), and opening a connection (connect, ApiVersions, SASL),
+waiting out a reconnect backoff and waiting for an answer are all cut at it, except that a
+connection always gets :data:`CALL_FLOOR_S` to be set up and a request as long to be answered
+(the calling thread does this I/O: ``poll(0)`` must still be able to connect and learn metadata). Without a deadline, each step has
+its own bound (``socket.connection.setup.timeout.ms``, ``request.timeout.ms``).
+
 A transport opens connections: :class:`TcpTransport` over sockets, or the
 in-process one of ``logstore.embedded`` (``bootstrap.servers =
 "embedded:///path"``, or ``logstore.store`` set to a Store), which is looked
@@ -16,11 +24,12 @@ up by name so that the client never imports the broker.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -36,6 +45,9 @@ _ZERO_UUID = uuid.UUID(int=0)
 BOOTSTRAP_ID_BASE = -1  # bootstrap servers get ids -1, -2, ... until metadata names them
 # A coordinator's own connection has id BASE - node id (Java's Integer.MAX_VALUE - id).
 COORDINATOR_LINK_BASE = 2**31 - 1
+# The least time a connection gets to be set up, and a request to be answered, when the calling
+# thread's deadline is nearer (the client's I/O runs in the calling thread: poll(0) must progress).
+CALL_FLOOR_S = 0.2
 
 
 def coordinator_link(node_id: int) -> int:
@@ -53,7 +65,10 @@ class Transport(Protocol):
 
     def bootstrap(self) -> list[tuple[str, int]]: ...
 
-    def open(self, node_id: int, host: str, port: int) -> Connection: ...
+    def open(self, node_id: int, host: str, port: int, setup_timeout: float | None = None) -> Connection:
+        """A connection to the broker, set up within ``setup_timeout`` seconds (None: the
+        transport's own bound); KafkaException when it cannot be."""
+        ...
 
     def close(self) -> None: ...
 
@@ -68,13 +83,14 @@ class TcpTransport:
     def bootstrap(self) -> list[tuple[str, int]]:
         return list(self._bootstrap)
 
-    def open(self, node_id: int, host: str, port: int) -> Connection:
+    def open(self, node_id: int, host: str, port: int, setup_timeout: float | None = None) -> Connection:
+        setup = self.config.seconds("socket.connection.setup.timeout.ms")
         return BrokerConnection(
             node_id,
             host,
             port,
             self.config["client.id"],
-            self.config.seconds("socket.connection.setup.timeout.ms"),
+            setup if setup_timeout is None else min(setup, setup_timeout),
             self.config.seconds("request.timeout.ms"),
             SaslSettings.from_config(self.config),
         )
@@ -200,6 +216,25 @@ class Cluster:
         self._coordinators: dict[tuple[int, str], int] = {}
         self._closed = False
         self._refresh_lock = threading.Lock()
+        self._calls = threading.local()  # .deadline: the calling thread's (time.monotonic()), or None
+
+    # -- the calling thread's deadline ----------------------------------------
+
+    @contextlib.contextmanager
+    def deadline(self, when: float | None) -> Iterator[None]:
+        """Cut every wait of this thread's calls at ``when`` (``time.monotonic()``; None: no cut)
+        until the block ends; nested blocks keep the earlier deadline."""
+        outer = getattr(self._calls, "deadline", None)
+        self._calls.deadline = when if outer is None else (outer if when is None else min(outer, when))
+        try:
+            yield
+        finally:
+            self._calls.deadline = outer
+
+    def remaining(self, limit: float) -> float:
+        """``limit`` seconds, cut at this thread's deadline (0.0 once it has passed)."""
+        when = getattr(self._calls, "deadline", None)
+        return limit if when is None else max(0.0, min(limit, when - time.monotonic()))
 
     # -- connections ---------------------------------------------------------
 
@@ -215,9 +250,11 @@ class Cluster:
             wait_until, backoff = self._backoff.get(node_id, (0.0, 0.0))
         delay = wait_until - time.monotonic()
         if delay > 0:
-            time.sleep(min(delay, 1.0))
+            time.sleep(self.remaining(min(delay, 1.0)))
+        # A call whose deadline is near still gets a short try (poll(0) must be able to connect).
+        setup = max(self.remaining(float("inf")), CALL_FLOOR_S)
         try:
-            conn = self.transport.open(node_id, *address)
+            conn = self.transport.open(node_id, *address, setup if setup != float("inf") else None)
         except KafkaException:
             low = self.config.seconds("reconnect.backoff.ms")
             high = self.config.seconds("reconnect.backoff.max.ms")
@@ -283,8 +320,10 @@ class Cluster:
         self, node_id: int | None, api_key: int, fields: dict[str, Any], timeout: float | None = None
     ) -> Any:
         """Send and wait: the response, or KafkaException (``_TIMED_OUT`` after ``timeout`` seconds)."""
-        future = self.send(node_id, api_key, fields)
         limit = self.config.seconds("request.timeout.ms") if timeout is None else timeout
+        with self.deadline(time.monotonic() + limit):
+            future = self.send(node_id, api_key, fields)
+            limit = max(self.remaining(limit), min(limit, CALL_FLOOR_S))
         try:
             return future.result(limit)
         except TimeoutError:

@@ -540,20 +540,21 @@ class Consumer:
         out: list[Message] = []
         wake = self._wake
         fetcher = self._fetcher
-        while True:
-            wake.clear()
-            self._step()
-            fetcher.collect(num_messages - len(out), out, self._auto_store)
-            if len(out) >= num_messages:
-                break
-            if deadline is None:
-                wait = _WAIT_STEP_S
-            else:
-                wait = deadline - time.monotonic()
-                if wait <= 0:
+        with self._cluster.deadline(deadline):  # a broker that does not answer cannot hold the call
+            while True:
+                wake.clear()
+                self._step()
+                fetcher.collect(num_messages - len(out), out, self._auto_store)
+                if len(out) >= num_messages:
                     break
-                wait = min(wait, _WAIT_STEP_S)
-            wake.wait(wait)
+                if deadline is None:
+                    wait = _WAIT_STEP_S
+                else:
+                    wait = deadline - time.monotonic()
+                    if wait <= 0:
+                        break
+                    wait = min(wait, _WAIT_STEP_S)
+                wake.wait(wait)
         if self._key_deserializer is not None or self._value_deserializer is not None:
             self._deserialize(out)
         return out

@@ -7,7 +7,9 @@ thread) the topic's records go into batches in the order they were produced. A t
 metadata says does not exist (UNKNOWN_TOPIC_OR_PART after a refresh: the broker does not
 create it) fails its records, and ``produce()`` to it raises that error for
 ``retry.backoff.max.ms`` (then the topic is looked up again); records that get no metadata
-within ``max.block.ms`` fail with ``_MSG_TIMED_OUT``. The failed records are returned to
+within ``max.block.ms`` or ``delivery.timeout.ms``, whichever is shorter, fail with
+``_MSG_TIMED_OUT``, whether or not a broker was ever reached (librdkafka's
+``message.timeout.ms``). The failed records are returned to
 the producer, which reports them.
 
 Thread-safe: one lock guards the waiting records and the creation of a waited-for topic's
@@ -72,12 +74,16 @@ class PendingRecords:
         choose: Callable[[TopicState, bytes | None], int],
         *,
         max_block: float,
+        delivery_timeout: float,
         missing_for: float,
     ) -> None:
         self._acc = acc
         self._cluster = cluster
         self._choose = choose
-        self._max_block = max_block
+        # How long a record may wait for metadata, and the setting that says so.
+        self._max_block, self._bound = min(
+            (max_block, "max.block.ms"), (delivery_timeout, "delivery.timeout.ms")
+        )
         self._missing_for = missing_for
         self.lock = threading.Lock()
         self.waiting: dict[str, list[PendingRecord]] = {}
@@ -141,6 +147,12 @@ class PendingRecords:
                 if topic not in self.waiting:
                     self._acc.topic_state(topic, len(meta.partitions))
 
+    def next_expiry(self) -> float | None:
+        """When the oldest waiting record times out (``time.monotonic()``); None: none waits."""
+        with self.lock:
+            oldest = min((records[0].created for records in self.waiting.values() if records), default=None)
+        return None if oldest is None else oldest + self._max_block
+
     def take_all(self) -> dict[str, list[PendingRecord]]:
         """Every waiting record, by topic; none waits after (they are the caller's to fail)."""
         with self.lock:
@@ -190,16 +202,32 @@ class PendingRecords:
                     del self.waiting[topic]
                     failed.extend((topic, record, error) for record in waiting)
                     continue
-                late = [r for r in waiting if now - r.created >= self._max_block]
-                if late:
-                    error = local(
-                        "_MSG_TIMED_OUT",
-                        f"no metadata for topic {topic!r} within max.block.ms={self._max_block * 1000:.0f}"
-                        + (f" (topic error {KafkaError(meta.error).name()})" if meta is not None else
-                           " (no broker answered)"),
-                    )  # fmt: skip
-                    self.waiting[topic] = [r for r in waiting if now - r.created < self._max_block]
-                    if not self.waiting[topic]:
-                        del self.waiting[topic]
-                    failed.extend((topic, record, error) for record in late)
+                failed.extend(self._late(topic, now))
         return failed
+
+    def expire(self, now: float) -> Failed:
+        """The records that waited too long for metadata, removed (any thread: the producer's
+        ``poll`` calls this, so that a sender held by a broker that does not answer cannot hold
+        them past their timeout), each with ``_MSG_TIMED_OUT``, still reserved in the buffer."""
+        failed: Failed = []
+        with self.lock:
+            for topic in list(self.waiting):
+                failed.extend(self._late(topic, now))
+        return failed
+
+    def _late(self, topic: str, now: float) -> Failed:
+        """Remove and return ``topic``'s records past their wait. Holds the lock."""
+        waiting = self.waiting[topic]
+        late = [r for r in waiting if now - r.created >= self._max_block]
+        if not late:
+            return []
+        meta = self._cluster.topics.get(topic)
+        error = local(
+            "_MSG_TIMED_OUT",
+            f"no metadata for topic {topic!r} within {self._bound}={self._max_block * 1000:.0f}"
+            + (f" (topic error {KafkaError(meta.error).name()})" if meta is not None else " (no broker answered)"),
+        )
+        self.waiting[topic] = [r for r in waiting if now - r.created < self._max_block]
+        if not self.waiting[topic]:
+            del self.waiting[topic]
+        return [(topic, record, error) for record in late]

@@ -176,8 +176,11 @@ class Producer:
             partitioner=self._partitioner,
         )
         self._states = self._acc.topics  # read without a lock by produce(): a dict lookup is atomic
-        self._pending = PendingRecords(self._acc, self._cluster, self._choose, max_block=self._max_block,
-                                       missing_for=cfg.seconds("retry.backoff.max.ms"))  # fmt: skip
+        self._pending = PendingRecords(
+            self._acc, self._cluster, self._choose, max_block=self._max_block,
+            delivery_timeout=cfg.seconds("delivery.timeout.ms") or float("inf"),
+            missing_for=cfg.seconds("retry.backoff.max.ms"),
+        )  # fmt: skip
         self._sender = Sender(cfg, self._cluster, self._acc, self, idempotent, acks, self._txn)
         self._sender.on_fatal = self._set_fatal
         self._acc.wakeup = self._sender.wake.set
@@ -386,9 +389,19 @@ class Producer:
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         with self._events:
             while not self._reports and not self._errors:
-                left = None if deadline is None else deadline - time.monotonic()
+                now = time.monotonic()
+                # Records waiting for metadata time out here too: the sender may be held by a
+                # broker that accepts and never answers (a transaction's are the sender's to fail).
+                expiry = self._pending.next_expiry() if self._pending and self._txn is None else None
+                if expiry is not None and expiry <= now:
+                    for topic, record, error in self._pending.expire(now):
+                        self._fail_record(topic, record, error, now)
+                    continue
+                left = None if deadline is None else deadline - now
                 if left is not None and left <= 0:
                     return 0
+                if expiry is not None:
+                    left = expiry - now if left is None else min(left, expiry - now)
                 self._events.wait(left)
             reports = self._reports
             self._reports = collections.deque()
@@ -508,6 +521,9 @@ class Producer:
 
     def pending_topics(self) -> set[str]:
         return self._pending.topics()
+
+    def pending_expiry(self) -> float | None:
+        return self._pending.next_expiry()
 
     def fail_pending(self, error: KafkaError) -> None:
         """Fail every record waiting for its topic's metadata with ``error`` (the sender's thread,

@@ -116,6 +116,9 @@ class Reporter(Protocol):
     def pending_topics(self) -> set[str]:
         """Topics with records waiting for their first metadata."""
 
+    def pending_expiry(self) -> float | None:
+        """When the oldest record waiting for metadata times out (``time.monotonic()``), or None."""
+
     def fail_pending(self, error: KafkaError) -> None:
         """Fail every record waiting for its topic's metadata (a transaction is aborted)."""
 
@@ -187,7 +190,10 @@ class Sender(threading.Thread):
         while True:
             self.wake.clear()
             try:
-                wait = self._run_once()
+                # Connecting to a broker that does not answer cannot hold a record past its
+                # delivery timeout: every wait of this turn ends at the next record's.
+                with self.cluster.deadline(self._next_expiry()):
+                    wait = self._run_once()
             except Exception:  # a bug must not kill the thread silently and hang flush()
                 _log.exception("producer sender loop failed; continuing")
                 wait = self.backoff
@@ -243,9 +249,24 @@ class Sender(threading.Thread):
 
     # -- metadata --------------------------------------------------------------
 
+    def _next_expiry(self) -> float | None:
+        """When the next queued or waiting record times out (``time.monotonic()``), or None."""
+        found = []
+        pending = self.reporter.pending_expiry()
+        if pending is not None:
+            found.append(pending)
+        oldest = self.accumulator.oldest_created()
+        if oldest is not None and self.delivery_timeout != float("inf"):
+            found.append(oldest + self.delivery_timeout)
+        return min(found, default=None)
+
     def _refresh(self, now: float) -> float:
+        expiry = self._next_expiry()
         if now < self._metadata_next:
-            return self._metadata_next - now
+            if expiry is not None and expiry <= now:
+                self.reporter.metadata_updated()  # records waiting on metadata time out now
+            wait = self._metadata_next - now
+            return wait if expiry is None or expiry <= now else min(wait, expiry - now)
         topics = set(self.accumulator.topics) | self.reporter.pending_topics()
         if not topics and self.cluster.updated:
             self._metadata_needed = False

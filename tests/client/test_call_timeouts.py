@@ -1,0 +1,87 @@
+"""Every client call keeps its timeout off the happy path: no broker at the address (refused), or
+one that accepts and never answers (silent). logstore's client beside confluent-kafka's, which
+is the reference (librdkafka: ``message.timeout.ms`` runs whether or not a broker was reached)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import confluent_kafka
+import pytest
+
+import logstore.client
+
+CLIENTS = {"logstore": logstore.client, "confluent": confluent_kafka}
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections (the kernel completes the handshake) and never answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+@pytest.fixture
+def refused_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # bound once, never listened on: connections are refused
+    return int(port)
+
+
+def _address(kind: str, silent_port: int, refused_port: int) -> str:
+    return f"127.0.0.1:{silent_port if kind == 'silent' else refused_port}"
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+@pytest.mark.parametrize("kind", ["refused", "silent"])
+def test_a_record_times_out_after_delivery_timeout_with_no_broker_answering(
+    client: str, kind: str, silent_port: int, refused_port: int
+) -> None:
+    kafka: Any = CLIENTS[client]
+    reports: list[tuple[float, Any]] = []
+    producer = kafka.Producer(
+        {"bootstrap.servers": _address(kind, silent_port, refused_port), "delivery.timeout.ms": 2000}
+    )
+    start = time.monotonic()
+    producer.produce("t", b"x", on_delivery=lambda err, msg: reports.append((time.monotonic() - start, err)))
+    left = producer.flush(10)
+    took = time.monotonic() - start
+    assert left == 0, f"{client}: a record still queued after flush(10)"
+    assert len(reports) == 1
+    at, error = reports[0]
+    assert error is not None and error.code() == kafka.KafkaError._MSG_TIMED_OUT, error
+    assert 1.9 <= at <= 3.5 and took <= 3.6, f"{client}/{kind}: reported at {at:.1f} s, flush took {took:.1f} s"
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+@pytest.mark.parametrize("kind", ["refused", "silent"])
+def test_consumer_poll_and_list_topics_keep_their_timeouts(
+    client: str, kind: str, silent_port: int, refused_port: int
+) -> None:
+    kafka: Any = CLIENTS[client]
+    consumer = kafka.Consumer(
+        {"bootstrap.servers": _address(kind, silent_port, refused_port), "group.id": "g", "error_cb": lambda e: None}
+    )
+    try:
+        consumer.subscribe(["t"])
+        for _ in range(2):  # the second poll finds the connection attempt of the first going on, or failed
+            start = time.monotonic()
+            message = consumer.poll(1.0)
+            took = time.monotonic() - start
+            assert took <= 1.6, f"{client}/{kind}: poll(1.0) took {took:.1f} s"
+            assert message is None or message.error() is not None
+        start = time.monotonic()
+        with pytest.raises(kafka.KafkaException):
+            consumer.list_topics(timeout=1.0)
+        took = time.monotonic() - start
+        assert took <= 1.6, f"{client}/{kind}: list_topics(timeout=1.0) took {took:.1f} s"
+    finally:
+        consumer.close()
