@@ -11,8 +11,9 @@ import os
 from collections.abc import Callable
 
 import pytest
-from brokerkit import wait_until
-from clusterkit import BrokerProcess, broker_id, leaders, metadata
+
+from tests.kit.brokerkit import wait_until
+from tests.kit.clusterkit import BrokerProcess, broker_id, leaders, metadata
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

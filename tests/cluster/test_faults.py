@@ -11,13 +11,10 @@ for longer.
 
 from __future__ import annotations
 
-import os
 import pathlib
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from bench import chaos
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

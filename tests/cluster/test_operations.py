@@ -13,8 +13,9 @@ import sys
 from collections.abc import Callable
 
 import pytest
-from brokerkit import wait_until
-from clusterkit import (
+
+from tests.kit.brokerkit import wait_until
+from tests.kit.clusterkit import (
     BrokerProcess,
     consume_all,
     create_topic,

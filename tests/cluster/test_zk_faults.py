@@ -41,12 +41,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from brokerkit import wait_until
-from clusterkit import BrokerProcess, broker_id, metadata, segment_bytes
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from logstore.cluster.zookeeper import ZooKeeperServer
+from tests.kit.brokerkit import wait_until
+from tests.kit.clusterkit import BrokerProcess, broker_id, metadata, segment_bytes
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

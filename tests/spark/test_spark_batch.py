@@ -8,7 +8,8 @@ import os
 from typing import Any
 
 import pytest
-from sparkkit import consume_all, create, produce, spark_rows
+
+from tests.kit.sparkkit import consume_all, create, produce, spark_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

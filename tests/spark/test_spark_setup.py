@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sparkkit import consume_all
+
+from tests.kit.sparkkit import consume_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
