@@ -66,3 +66,23 @@ def broker(broker_factory: Any) -> BrokerProcess:
 @pytest.fixture
 def fast_broker(broker_factory: Any) -> BrokerProcess:
     return broker_factory(FAST_GROUPS)  # type: ignore[no-any-return]
+
+
+PROCESS_FIXTURES = frozenset({"broker", "broker_factory", "fast_broker", "cluster", "zookeeper", "zk_connect", "spark"})
+PROCESS_TIERS = ("integration", "crash", "external")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that starts processes through a fixture (even through another fixture) is marked with
+    a process tier, so ``-m unit`` and ``-m "not integration"`` never start a broker."""
+    wrong = [
+        item.nodeid
+        for item in items
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ()))
+        and not any(item.get_closest_marker(tier) for tier in PROCESS_TIERS)
+    ]
+    if wrong:
+        raise pytest.UsageError(
+            f"tests that start processes without a tier of {', '.join(PROCESS_TIERS)} "
+            "(set the module's pytestmark):\n" + "\n".join(wrong)
+        )

@@ -10,6 +10,8 @@ import pytest
 
 import logstore
 
+pytestmark = pytest.mark.unit
+
 MODULES = sorted(
     info.name
     for info in pkgutil.walk_packages(logstore.__path__, "logstore.")

@@ -23,6 +23,8 @@ from tests.kit.librdkafka_suite import (
     select,
 )
 
+pytestmark = pytest.mark.external
+
 SMOKE = "0001,0002"
 
 SUMMARY = """\

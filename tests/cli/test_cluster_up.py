@@ -14,7 +14,7 @@ import pytest
 
 from tests.kit.brokerkit import free_port, wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 
 def consecutive_free_ports(count: int) -> int:

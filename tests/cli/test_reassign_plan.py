@@ -10,6 +10,8 @@ import pytest
 from logstore.cli._clients import ConsoleError
 from logstore.cli.reassign import load_plan, plan_json
 
+pytestmark = pytest.mark.unit
+
 
 def write(tmp_path: pathlib.Path, text: str) -> str:
     path = tmp_path / "plan.json"

@@ -14,6 +14,8 @@ from logstore.client.accumulator import BATCH_HEADER, RECORD_OVERHEAD, ProducerB
 from logstore.client.partitioner import get_partitioner
 from logstore.records import build_batch, parse_batches
 
+pytestmark = pytest.mark.unit
+
 
 def make(**overrides: object) -> RecordAccumulator:
     args: dict[str, object] = {

@@ -38,6 +38,8 @@ from logstore.client.consumer_protocol import (
     encode_subscription,
 )
 
+pytestmark = pytest.mark.unit
+
 T4 = ["t0", "t1", "t2", "t3"]
 
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logstore.client.assignors import ASSIGNORS, Member, TopicPartition, assign
 from logstore.client.consumer_protocol import Subscription
+
+pytestmark = pytest.mark.property
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EAGER = [name for name, a in ASSIGNORS.items() if a.protocol == "EAGER"]

@@ -8,6 +8,8 @@ import pytest
 
 from logstore.client.config import KEYS, ClientConfig, ConfigError
 
+pytestmark = pytest.mark.unit
+
 
 def parse(role: str, **values: object) -> ClientConfig:
     return ClientConfig.parse(

@@ -34,6 +34,8 @@ from logstore.client.partitioner import (
 )
 from logstore.errors import InvalidConfigError
 
+pytestmark = pytest.mark.unit
+
 # apache/kafka clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java,
 # testMurmur2 (checked against the source at commit f55581dc).
 KAFKA_VECTORS = {

@@ -29,6 +29,8 @@ from logstore.client.errors import KafkaException
 from logstore.client.partitioner import get_partitioner, murmur2_partition
 from logstore.client.producer import Producer
 
+pytestmark = pytest.mark.unit
+
 SMALL = {
     "message.max.bytes": 4000,  # records over 3939 bytes are refused
     "batch.size": 1500,

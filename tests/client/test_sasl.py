@@ -10,6 +10,8 @@ from logstore.client.sasl import SaslSettings
 from logstore.security.errors import SaslAuthenticationError
 from logstore.security.scram import MECHANISMS, ScramCredential, ScramServer
 
+pytestmark = pytest.mark.unit
+
 
 def _settings(**config: str) -> SaslSettings | None:
     parsed = ClientConfig.parse({"bootstrap.servers": "127.0.0.1:9092", **config}, "producer")

@@ -26,6 +26,8 @@ from logstore.client.transactions import (
 )
 from logstore.client.types import ConsumerGroupMetadata
 
+pytestmark = pytest.mark.unit
+
 S = TxnState
 E = KafkaError
 FIND_COORDINATOR = 10

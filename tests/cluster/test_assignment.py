@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from logstore.cluster.assignment import InvalidReplicationFactorError, assign_replicas, rack_alternated
 from logstore.errors import InvalidArgumentError
 
+pytestmark = pytest.mark.unit
+
 RACKS = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
 
 

@@ -15,7 +15,7 @@ import pytest
 from tests.kit.brokerkit import wait_until
 from tests.kit.clusterkit import BrokerProcess, broker_id, leaders, metadata
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 
 def test_three_brokers_form_one_cluster(cluster: Callable[..., BrokerProcess]) -> None:

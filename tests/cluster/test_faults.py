@@ -17,7 +17,7 @@ import pytest
 
 from bench import chaos
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 FAULTS = 50
 

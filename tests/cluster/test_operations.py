@@ -27,7 +27,7 @@ from tests.kit.clusterkit import (
     three_brokers,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 
 def _preferred(bootstrap: str, topic: str) -> dict[int, int]:

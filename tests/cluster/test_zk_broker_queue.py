@@ -12,6 +12,8 @@ import pytest
 from logstore.cluster.controller import ControllerMovedError
 from logstore.cluster.zk_broker import ZkBroker, _coalescable
 
+pytestmark = pytest.mark.unit
+
 
 def bare_queue() -> ZkBroker:
     """A ZkBroker with only its queue (no ZooKeeper, no worker): what ``_queue`` touches."""

@@ -10,6 +10,8 @@ import pytest
 
 from logstore._native import crc32c, ffi, lib
 
+pytestmark = pytest.mark.unit
+
 # Lengths around every block boundary of the three-way hardware loop.
 LENGTHS = [0, 1, 7, 8, 9, 63, 255, 256, 257, 767, 768, 769, 8191, 8192, 24575, 24576, 24577, 65536, 100_003]
 

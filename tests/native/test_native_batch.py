@@ -10,6 +10,8 @@ from logstore.errors import CorruptRecordError, InvalidArgumentError, OffsetOutO
 from logstore.records import build_batch, parse_batches
 from logstore.records.batch import scan
 
+pytestmark = pytest.mark.unit
+
 
 def three_batches() -> bytearray:
     return bytearray(

@@ -37,6 +37,8 @@ from logstore.errors import CorruptRecordError
 from logstore.records import Record, RecordBatch, build_batch, parse_batches
 from logstore.records.batch import scan
 
+pytestmark = pytest.mark.unit
+
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61
 CRC, RECORDS, MONOTONIC = lib.LS_SCAN_CRC, lib.LS_SCAN_RECORDS, lib.LS_SCAN_MONOTONIC

@@ -26,6 +26,8 @@ from logstore.errors import (
 from logstore.records import Record, RecordBatch, build_batch
 from logstore.records.fetch import CorruptFetchError, decode_fetch
 
+pytestmark = pytest.mark.unit
+
 TOPIC = "orders"
 _POS_CRC, _POS_ATTRIBUTES, _POS_RECORD_COUNT = 17, 21, 57
 HEADER = lib.LS_BATCH_HEADER_SIZE

@@ -10,6 +10,8 @@ import pytest
 
 from logstore.protocol.framing import SCRATCH_SIZE, FrameReader, FrameSizeError
 
+pytestmark = pytest.mark.unit
+
 
 def feed(reader: FrameReader, stream: bytes, rng: random.Random) -> list[bytes]:
     """Deliver ``stream`` in random-sized pieces, as a socket would."""

@@ -8,6 +8,8 @@ import pytest
 
 from logstore.protocol import ProtocolError, parse_header
 
+pytestmark = pytest.mark.unit
+
 
 def test_parse_header_v1_and_v2() -> None:
     frame = struct.pack(">hhih", 3, 1, 77, 3) + b"abc" + b"body"

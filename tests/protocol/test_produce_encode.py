@@ -11,6 +11,8 @@ import pytest
 from logstore.protocol import client_codec, from_dict
 from logstore.protocol.produce import MAX_VERSION, MIN_VERSION, encode_produce_request
 
+pytestmark = pytest.mark.unit
+
 
 def _kio(version: int, fields: dict) -> bytes:  # type: ignore[type-arg]
     codec = client_codec(0, version)

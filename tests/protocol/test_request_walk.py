@@ -31,6 +31,8 @@ from logstore.broker.apis import registry
 from logstore.protocol import MalformedRequest, codec, walk_program
 from logstore.protocol.walk import _entity
 
+pytestmark = pytest.mark.unit
+
 _PRIMITIVES: dict[str, Any] = {
     "int8": lambda r: r.randint(-128, 127),
     "int16": lambda r: r.randint(-1, 300),

@@ -38,6 +38,8 @@ from logstore.records.varint import varint_bytes
 from logstore.storage.log import Log
 from tests.kit.batchkit import control_batch, reseal
 
+pytestmark = pytest.mark.unit
+
 TOPIC = "orders"
 CODEC_NAMES = list(CODECS)
 OFFSET_MAX = 2**63 - 1

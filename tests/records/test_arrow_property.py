@@ -19,12 +19,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logstore.records import CODECS, Record, build_batch, parse_batches
 from logstore.records import arrow as arrow_mod
 from logstore.records.arrow import ArrowDecoder, CorruptArrowError, decode_arrow, encode_arrow, kafka_schema
+
+pytestmark = pytest.mark.property
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CODEC_NAMES = list(CODECS)

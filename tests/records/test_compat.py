@@ -33,6 +33,8 @@ from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 from logstore.records import Record, build_batch, parse_batches
 from logstore.records.codecs import decompress
 
+pytestmark = pytest.mark.unit
+
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 COMPRESSED = [name for name in CODECS if name != "none"]
 HEADER_SIZE = 61

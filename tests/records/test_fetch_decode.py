@@ -28,6 +28,8 @@ from logstore.records import CODECS, Record, build_batch, parse_batches
 from logstore.records.fetch import CorruptFetchError, decode_fetch
 from tests.kit.batchkit import control_batch, reseal
 
+pytestmark = pytest.mark.unit
+
 TOPIC = "orders"
 CODEC_NAMES = list(CODECS)
 

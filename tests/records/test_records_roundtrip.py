@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from logstore.errors import InvalidArgumentError
 from logstore.records import CODECS, Record, RecordBatch, build_batch, parse_batches
 
+pytestmark = pytest.mark.property
+
 CODEC_NAMES = list(CODECS)
 MAX_TS = 2**40
 

@@ -18,6 +18,8 @@ from logstore.security.acls import (
 )
 from logstore.security.authorizer import Authorizer, FileAclStore, MemoryAclStore
 
+pytestmark = pytest.mark.unit
+
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LIT, PRE = 3, 4
 ALLOW, DENY = 3, 2

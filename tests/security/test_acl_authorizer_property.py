@@ -9,6 +9,7 @@ and the cache follow changes), for ``authorized_operations``, and for ``authoriz
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,8 @@ from logstore.security.acls import (
     ResourceType,
 )
 from logstore.security.authorizer import Authorizer, MemoryAclStore
+
+pytestmark = pytest.mark.property
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TYPES = [ResourceType.TOPIC, ResourceType.GROUP]

@@ -38,6 +38,8 @@ from kio.static.constants import EntityType
 from tests.kit.brokerkit import BrokerProcess
 from tests.kit.wire import WireClient
 
+pytestmark = pytest.mark.integration
+
 AUTHORIZER = {
     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
     "group.initial.rebalance.delay.ms": "0",

@@ -30,6 +30,8 @@ from confluent_kafka.admin import (
 
 from tests.kit.brokerkit import BrokerProcess, free_port
 
+pytestmark = pytest.mark.integration
+
 PASSWORDS = {"dave": "dave-pw", "erin": "erin-pw"}
 
 

@@ -27,7 +27,7 @@ from kazoo.client import KazooClient
 from tests.kit.brokerkit import wait_until
 from tests.kit.clusterkit import BrokerProcess, metadata
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 SETTINGS = {
     "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",

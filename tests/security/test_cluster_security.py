@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 from tests.kit.brokerkit import BrokerProcess, free_port, wait_until
 from tests.kit.saslkit import SaslWire, metadata_request
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.cluster]
 
 
 def scram_ok(at: str, user: str, password: str) -> bool:

@@ -10,6 +10,8 @@ from logstore.security.errors import SaslAuthenticationError
 from logstore.security.plain import PlainServer, parse_jaas, parse_jaas_users
 from logstore.security.tls import rfc2253_name
 
+pytestmark = pytest.mark.unit
+
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required\n"
     '  username="admin" password="admin-secret"\n'

@@ -17,6 +17,8 @@ from logstore.security.scram import (
     encode_saslname,
 )
 
+pytestmark = pytest.mark.unit
+
 SHA1 = ScramMechanism("SCRAM-SHA-1", 0, "sha1")  # RFC 5802's example mechanism (not offered by the broker)
 SHA256 = MECHANISMS["SCRAM-SHA-256"]
 SHA512 = MECHANISMS["SCRAM-SHA-512"]

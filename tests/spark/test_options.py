@@ -12,6 +12,8 @@ from logstore.spark.options import (
     read_offsets,
 )
 
+pytestmark = pytest.mark.unit
+
 BROKER = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
 

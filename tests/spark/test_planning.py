@@ -16,6 +16,8 @@ from logstore.spark.planning import (
     split_ranges,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def test_ranges_pass_through_without_min_partitions_and_empty_ones_drop() -> None:
     ranges = [OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 5, 5)]

@@ -11,7 +11,7 @@ import pytest
 
 from tests.kit.sparkkit import consume_all, create, produce, spark_rows
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.spark]
 
 
 def reader(spark: Any, broker: Any, **options: str) -> Any:

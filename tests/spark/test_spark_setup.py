@@ -12,7 +12,7 @@ import pytest
 
 from tests.kit.sparkkit import consume_all
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.spark]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ from logstore.spark.backend import Where
 from logstore.spark.sink import MARKER, Appender, SinkCommitter, Unit, encode_rows
 from tests.kit.sparkkit import consume_all, create
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def units_of(

@@ -21,7 +21,7 @@ from tests.kit import KIT
 from tests.kit.brokerkit import wait_until
 from tests.kit.sparkkit import consume_all, create, produce
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.spark]
 
 
 def stream(spark: Any, broker: Any, topic: str, **options: str) -> Any:

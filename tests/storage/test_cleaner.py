@@ -22,6 +22,8 @@ from logstore.storage.cleaner import (
 )
 from logstore.storage.manager import UnknownTopicError
 
+pytestmark = pytest.mark.unit
+
 SEGMENT_MS = 2**62  # rolls only when asked (or by size)
 COMPACT = {"cleanup.policy": "compact", "segment.ms": SEGMENT_MS, "index.interval.bytes": 64}
 DAY = 86_400_000

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -25,6 +26,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from logstore import Log, Record
 from logstore.records import CODECS, build_batch
 from logstore.storage.cleaner import Cleaner
+
+pytestmark = pytest.mark.property
 
 TMP_ROOT = os.environ.get("LOGSTORE_TEST_TMPDIR") or (
     "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None

@@ -16,6 +16,8 @@ from logstore.storage.checkpoints import (
 )
 from logstore.storage.config import LogConfig
 
+pytestmark = pytest.mark.unit
+
 
 def test_defaults_are_kafkas() -> None:
     config = LogConfig.from_dict()

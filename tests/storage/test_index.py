@@ -13,6 +13,8 @@ from logstore._native import ffi, lib
 from logstore.errors import ClosedError, CorruptIndexError, InvalidArgumentError
 from logstore.storage.index import IndexFullError, OffsetIndex, TimeIndex
 
+pytestmark = pytest.mark.unit
+
 
 def oracle_slot(keys: np.ndarray, target: int) -> int:
     """The last slot whose key <= target, or -1: the definition of a lookup."""

@@ -26,6 +26,8 @@ from logstore.storage.cleaner import Cleaner
 from logstore.storage.epochs import LEADER_EPOCH_FILE, LeaderEpochFileCache
 from logstore.storage.log import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE, Log
 
+pytestmark = pytest.mark.unit
+
 SETTINGS = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -14,6 +14,8 @@ from logstore.records import Record, build_batch
 from logstore.storage.log import CLEAN_SHUTDOWN_FILE
 from logstore.storage.segment import segment_file_name
 
+pytestmark = pytest.mark.unit
+
 CONFIG = {"segment.bytes": 1500, "index.interval.bytes": 200}
 
 

@@ -18,6 +18,8 @@ from logstore.errors import (
 from logstore.records import Record, build_batch
 from logstore.storage.log import Log
 
+pytestmark = pytest.mark.unit
+
 
 def test_append_and_read_across_rolls(segment_dir: str) -> None:
     with Log.open(segment_dir, {"segment.bytes": 5000}) as log:

@@ -12,6 +12,8 @@ from logstore.storage.config import LogConfig
 from logstore.storage.log import CLEAN_SHUTDOWN_FILE
 from logstore.storage.log_manager import LogManager, parse_log_dir
 
+pytestmark = pytest.mark.unit
+
 CONFIG = LogConfig.from_dict({})
 
 

@@ -43,6 +43,8 @@ from logstore.errors import InvalidArgumentError, InvalidRecordError
 from logstore.records import CODECS
 from logstore.records.builder import RecordLike
 
+pytestmark = pytest.mark.property
+
 Header = tuple[str, bytes | None]
 # key, value, headers, timestamp: what reading a record back must give.
 ModelRecord = tuple[bytes | None, bytes | None, tuple[Header, ...], int]

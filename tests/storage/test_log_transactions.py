@@ -12,6 +12,8 @@ from logstore.records.builder import build_control_batch
 from logstore.storage.log import Log
 from logstore.storage.transactions import ENTRY, AbortedTxn, read_index
 
+pytestmark = pytest.mark.unit
+
 
 def txn_batch(pid: int, seq: int, n: int = 2, epoch: int = 0) -> bytearray:
     records = [(b"k%d" % i, b"v%d" % i) for i in range(n)]

@@ -32,6 +32,8 @@ from logstore.records.batch import batches_of
 from logstore.storage.files import PartitionFiles, _Segment, list_topics
 from logstore.storage.log import Log
 
+pytestmark = pytest.mark.unit
+
 SMALL = {"segment.bytes": 2048, "index.interval.bytes": 256}
 # An hour ago: recent enough that segment.ms (7 days) does not roll every batch.
 EPOCH_MS = int(time.time() * 1000) - 3_600_000

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pathlib
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from logstore.records import build_batch
@@ -23,6 +24,8 @@ from logstore.storage.producer_state import (
     last_sequence,
 )
 from logstore.storage.validator import BatchInfo, validate_from_client
+
+pytestmark = pytest.mark.unit
 
 
 def scanned(*, pid: int = 7, epoch: int = 0, sequence: int = 0, count: int = 2, transactional: bool = False) -> BatchInfo:

@@ -11,6 +11,8 @@ from logstore.errors import ClosedError, CorruptRecordError, InvalidArgumentErro
 from logstore.records import build_batch, parse_batches
 from logstore.storage import IndexFullError, LogSegment, segment_file_name
 
+pytestmark = pytest.mark.unit
+
 
 def fill(
     segment: LogSegment, batches: int, per_batch: int = 10, size: int = 100, ts0: int = 1_000

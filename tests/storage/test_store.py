@@ -17,6 +17,8 @@ from logstore.errors import InvalidArgumentError, InvalidConfigError
 from logstore.storage.checkpoints import read_offsets
 from logstore.storage.manager import TopicExistsError, UnknownTopicError
 
+pytestmark = pytest.mark.unit
+
 
 def test_topics_partitions_and_config_survive_reopen(tmp_path: os.PathLike[str]) -> None:
     data = str(tmp_path)

@@ -11,6 +11,8 @@ from logstore.errors import InvalidConfigError
 from logstore.storage.config import LogConfig, render_value
 from logstore.storage.manager import UnknownTopicError
 
+pytestmark = pytest.mark.unit
+
 
 def test_replacing_overrides_drops_the_keys_left_out() -> None:
     config = LogConfig.from_dict(

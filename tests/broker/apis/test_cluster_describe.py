@@ -22,7 +22,7 @@ from tests.kit.brokerkit import wait_until
 from tests.kit.clusterkit import BrokerProcess, broker_id, isrs, metadata
 from tests.kit.wire import WireClient, request_class
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 TIMEOUT = 15
 

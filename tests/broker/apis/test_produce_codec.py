@@ -17,6 +17,8 @@ from kio.static.constants import EntityType
 from logstore.broker.apis.produce_codec import decode, encode_body
 from logstore.protocol import ProtocolError
 
+pytestmark = pytest.mark.unit
+
 
 def encode(request: object) -> bytes:
     out = io.BytesIO()

@@ -10,6 +10,8 @@ from logstore import LogConfig
 from logstore.broker.config import BrokerConfig, parse_listeners, read_properties
 from logstore.errors import InvalidConfigError
 
+pytestmark = pytest.mark.unit
+
 
 def test_config_defaults_and_log_keys() -> None:
     config = BrokerConfig.from_dict({})

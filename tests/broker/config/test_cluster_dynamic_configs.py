@@ -18,7 +18,7 @@ from tests.kit.brokerkit import wait_until
 from tests.kit.clusterkit import BrokerProcess, create_topic
 from tests.kit.wire import WireClient, request_class
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 TIMEOUT = 15
 DYNAMIC_BROKER, DYNAMIC_DEFAULT = 2, 3

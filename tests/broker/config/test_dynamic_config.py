@@ -23,6 +23,8 @@ from logstore.broker.legacy_topic_configs import LegacyTopicConfigs, checked, sp
 from logstore.errors import InvalidConfigError
 from logstore.storage.manager import Store
 
+pytestmark = pytest.mark.unit
+
 
 def dynamic(tmp_path: os.PathLike[str], node: int = 0, **static: str) -> DynamicBrokerConfig:
     raw = {key.replace("_", "."): value for key, value in static.items()}

@@ -17,7 +17,7 @@ from tests.kit.brokerkit import wait_until
 from tests.kit.clusterkit import BrokerProcess, create_topic, isrs, metadata, three_brokers
 from tests.kit.wire import WireClient, request_class
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 SETTINGS = {"offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}
 

@@ -12,7 +12,7 @@ from logstore.coordinator.internal_topics import partition_for
 from tests.kit.brokerkit import wait_until
 from tests.kit.clusterkit import BrokerProcess, isrs, leaders, metadata
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 SETTINGS = {"offsets.topic.num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}
 

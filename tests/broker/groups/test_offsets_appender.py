@@ -28,6 +28,8 @@ from logstore.coordinator.internal_topics import OFFSETS_TOPIC, partition_for
 from logstore.protocol import DeferredFrame
 from logstore.storage.log import Log
 
+pytestmark = pytest.mark.unit
+
 GROUP = "g"
 
 

@@ -11,6 +11,8 @@ from logstore.broker.config import BrokerConfig, parse_metrics_listener
 from logstore.broker.metrics import LATENCY_BUCKETS, BrokerMetrics
 from logstore.errors import InvalidConfigError
 
+pytestmark = pytest.mark.unit
+
 
 def samples(metrics: BrokerMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     text = metrics.exposition().decode()

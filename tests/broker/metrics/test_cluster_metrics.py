@@ -8,6 +8,7 @@ import signal
 import urllib.request
 from collections.abc import Callable
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.kit.brokerkit import free_port
@@ -20,6 +21,8 @@ from tests.kit.clusterkit import (
     produce_acked,
     wait_until,
 )
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
 def samples(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -27,6 +27,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.kit.brokerkit import create_topic, free_port, wait_until
 
+pytestmark = pytest.mark.integration
+
 TOPIC = "metrics-topic"
 PARTITIONS = 3
 RECORDS = 3000

@@ -20,6 +20,8 @@ from logstore.broker.quotas import (
 )
 from logstore.protocol import RawBody, codec
 
+pytestmark = pytest.mark.unit
+
 
 class MemoryStore:
     def __init__(self, configs: dict[Entity, dict[str, float]]) -> None:

@@ -18,7 +18,7 @@ from tests.broker.quotas.test_quotas import alter, describe, described, entity, 
 from tests.kit.brokerkit import wait_until
 from tests.kit.clusterkit import BrokerProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 
 def zk(zk_connect: str) -> KazooClient:

@@ -22,6 +22,8 @@ from logstore.protocol import from_dict
 from tests.kit.brokerkit import BrokerProcess, create_topic, set_broker_config, wait_until
 from tests.kit.wire import WireClient, request_class
 
+pytestmark = pytest.mark.integration
+
 SHORT_WINDOWS = {"quota.window.num": "3", "quota.window.size.seconds": "1"}
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.fetch_session import FetchSessionCache, answer
+
+pytestmark = pytest.mark.unit
 
 
 @dataclass

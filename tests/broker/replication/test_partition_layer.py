@@ -24,6 +24,8 @@ from logstore.records import build_batch
 from logstore.storage.config import LogConfig
 from logstore.storage.manager import Store
 
+pytestmark = pytest.mark.unit
+
 NODE = 7
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from logstore.broker.purgatory import Purgatory
+
+pytestmark = pytest.mark.unit
 
 KEY = ("t", 0)
 

@@ -30,7 +30,7 @@ from tests.kit.clusterkit import (
     three_brokers,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 
 def test_followers_copy_the_leaders_log_byte_for_byte(cluster: Callable[..., BrokerProcess]) -> None:

@@ -19,7 +19,7 @@ from tests.kit.clusterkit import BrokerProcess, create_topic, leaders, metadata,
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 
 def txn_producer(bootstrap: str, txn_id: str) -> Any:

@@ -3,7 +3,11 @@ reserved on disk, never handed out twice, not even across a restart."""
 
 from __future__ import annotations
 
+import pytest
+
 from logstore.broker.producers import ProducerIds
+
+pytestmark = pytest.mark.unit
 
 
 def test_producer_ids_are_never_reused(tmp_path: object) -> None:

@@ -53,6 +53,8 @@ from logstore.coordinator.group.group_configs import GroupConfigs
 from logstore.coordinator.group.group_coordinator import GroupCoordinator
 from logstore.coordinator.record_codec import OffsetsSchemaError, Record
 
+pytestmark = pytest.mark.unit
+
 E = ErrorCode
 S = ConsumerGroupState
 T = uuid.UUID(int=0xA)

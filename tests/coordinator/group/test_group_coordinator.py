@@ -35,6 +35,8 @@ from logstore.coordinator.group.persistence import WriteError
 from logstore.coordinator.internal_topics import partition_for
 from logstore.coordinator.record_codec import OffsetsSchemaError, Record
 
+pytestmark = pytest.mark.unit
+
 E = ErrorCode
 S = GroupState
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"

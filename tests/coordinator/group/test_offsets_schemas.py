@@ -19,6 +19,8 @@ from logstore.coordinator.group.offsets_schemas import (
 )
 from logstore.coordinator.record_codec import OffsetsSchemaError
 
+pytestmark = pytest.mark.unit
+
 
 def h(text: str) -> bytes:
     """Hex with spaces and ``|`` separators, for readable expected bytes."""

@@ -23,6 +23,8 @@ from logstore.coordinator.group.server_assignors import (
     make_assignors,
 )
 
+pytestmark = pytest.mark.unit
+
 T1, T2, T3 = (uuid.UUID(int=n) for n in (1, 2, 3))
 
 

@@ -26,6 +26,8 @@ from logstore.coordinator.txn.transaction_log import (
     transaction_value,
 )
 
+pytestmark = pytest.mark.unit
+
 T = TypeVar("T")
 
 
