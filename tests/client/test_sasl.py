@@ -1,5 +1,5 @@
 """logstore's client side of SASL: its config, and its SCRAM exchange against the broker's own
-ScramServer as the oracle (the wire exchange with a real broker is in test_security_auth.py)."""
+ScramServer as the oracle (the wire exchange with a real broker is in tests/security/test_authentication.py)."""
 
 from __future__ import annotations
 

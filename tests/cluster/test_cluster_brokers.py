@@ -2,7 +2,7 @@
 
 These topics have one replica per partition, spread over the brokers (what
 is tested is membership, the controller, metadata, routing and what a
-broker's death does to leadership); test_replication.py replicates.
+broker's death does to leadership); tests/broker/replication/test_replication.py replicates.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hand-made record batches for the decoders' tests (test_fetch_decode, test_records_arrow)."""
+"""Hand-made record batches for the decoders' tests (tests/records/test_fetch_decode.py, tests/records/test_arrow.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A real broker process on 127.0.0.1 (``BrokerProcess``) for the integration tests.
 
-The ``broker`` fixture (conftest.py) starts ``python -m logstore broker`` on a free port with a fresh
+The ``broker`` fixture (tests/conftest.py) starts ``python -m logstore broker`` on a free port with a fresh
 data directory, waits for its "listening on" line, and stops it with
 SIGTERM after the test (checking it exits cleanly). ``BrokerProcess`` can
 also kill -9 and restart it on the same port and data directory.

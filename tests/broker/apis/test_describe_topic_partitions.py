@@ -1,7 +1,7 @@
 """DescribeTopicPartitions (key 75, KIP-966) against one broker process: raw kio requests,
 kafka-python's ``describe_topic_partitions`` (which sends it), and confluent-kafka's
 ``describe_topics`` (which, in librdkafka 2.16, still sends Metadata v12: checked from its
-protocol log). Also DescribeCluster's rack. The cluster case is tests/cluster/test_cluster_describe.py.
+protocol log). Also DescribeCluster's rack. The cluster case is tests/broker/apis/test_cluster_describe.py.
 """
 
 from __future__ import annotations
