@@ -1,11 +1,12 @@
 """The suite's one shared kit: what tests of every package use to drive logstore.
 
 ============================  ==============================================================
-``brokerkit``                 a broker process on 127.0.0.1 (``BrokerProcess``), topics, waits
+``brokerkit``                 a broker process on 127.0.0.1 (``BrokerProcess``), topics, waits, the CLI
 ``wire``                      a minimal blocking Kafka wire client (kio-encoded requests)
 ``saslkit``                   raw SASL handshakes over TCP or TLS
 ``certs``                     test certificates (a CA, server and client certificates)
 ``txnkit``                    transactional producing by hand, one request at a time
+``quotakit``                  AlterClientQuotas / DescribeClientQuotas by hand
 ``clusterkit``                brokers in one ZooKeeper cluster: metadata, replicas' bytes
 ``zookeeper_fixtures``        the ``zookeeper`` / ``zk_connect`` / ``cluster`` fixtures
 ``crashkit``, ``crash_child``  the crash trials' workload, child process and checks

@@ -124,6 +124,13 @@ class BrokerProcess:
         return self.proc is not None and self.proc.poll() is None
 
 
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``logstore <args>`` as a subprocess, its output captured (it may fail: check ``returncode``)."""
+    return subprocess.run(
+        [sys.executable, "-m", "logstore", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30) -> None:
     """Create ``topic`` with confluent-kafka's AdminClient (an independent client), waiting for it."""
     from confluent_kafka.admin import AdminClient, NewTopic

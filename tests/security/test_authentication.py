@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import ssl
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -22,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.kit.brokerkit import BrokerProcess, free_port, wait_until
+from tests.kit.brokerkit import BrokerProcess, cli, free_port, wait_until
 from tests.kit.certs import Issued, TestPKI
 from tests.kit.saslkit import SaslWire, metadata_request, tls_context
 
@@ -46,12 +44,6 @@ class Secured:
 
     def at(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "logstore", *args], capture_output=True, text=True, timeout=120, check=False
-    )
 
 
 def security_overrides(pki: TestPKI, server: Issued) -> dict[str, str]:

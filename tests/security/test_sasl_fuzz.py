@@ -27,10 +27,9 @@ from typing import Any
 import pytest
 
 from logstore.security.scram import MECHANISMS, ScramClient
-from tests.kit.brokerkit import BrokerProcess, free_port
+from tests.kit.brokerkit import BrokerProcess, cli, free_port
 from tests.kit.saslkit import SaslWire, authenticate_request, handshake_request, metadata_request
 from tests.kit.wire import encode_request
-from tests.security.test_authentication import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

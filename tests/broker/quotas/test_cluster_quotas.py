@@ -14,9 +14,9 @@ from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
 from logstore.cluster.zk_quotas import ZkQuotaStore
-from tests.broker.quotas.test_quotas import alter, describe, described, entity, op
 from tests.kit.brokerkit import wait_until
 from tests.kit.clusterkit import BrokerProcess
+from tests.kit.quotakit import alter, describe, described, entity, op
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
