@@ -1,4 +1,5 @@
-"""Broker semantics at the wire level: long-poll fetch, KIP-74, idempotent dedupe, send paths."""
+"""Produce and Fetch at the wire level (broker/apis/produce.py, fetch.py): long-poll fetch, KIP-74
+limits, idempotent dedupe, bad batches' error codes, send paths."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Consumer groups and committed offsets with real clients (confluent-kafka, kafka-python).
+"""Classic consumer groups and committed offsets with real clients (confluent-kafka, kafka-python,
+aiokafka); the KIP-848 protocol is in test_consumer_groups.py.
 
 Every test is bounded in time: consumers use session.timeout.ms=6000 and
 heartbeat.interval.ms=500, and the broker group.initial.rebalance.delay.ms=0
