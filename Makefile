@@ -5,6 +5,8 @@
 #   make test    create .venv, install system and Python packages, build the
 #                C core, lint, type-check and run the whole suite
 #   LOGSTORE_SANITIZE=1 make test   the same with ASan + UBSan in the C core
+#   make unit    the unit tier only (pytest -m unit: no broker process; about a minute); tiers are
+#                markers (pyproject.toml), e.g. PYTEST_ARGS='-m "not slow"' make test
 #   make spark-example  the Spark pipeline of examples/ against the broker of `make run`
 #   make bench   microbenchmarks (pytest-benchmark), results in .benchmarks/
 
@@ -62,6 +64,9 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(SANITIZER_ENV) $(PY) -m pytest $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	$(SANITIZER_ENV) $(PY) -m pytest -m unit $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m pytest bench -q --benchmark-only --benchmark-columns=min,median,mean,ops --benchmark-sort=name

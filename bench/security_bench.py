@@ -2,7 +2,7 @@
 
 One run starts one broker on 127.0.0.1 with three listeners (PLAINTEXT, SSL,
 SASL_PLAINTEXT with SCRAM-SHA-512; certificates made with ``cryptography``
-by tests/integration/certs.py) and measures, ``--runs`` times, interleaved:
+by tests/kit/certs.py) and measures, ``--runs`` times, interleaved:
 
 (a) confluent-kafka produce then consume of ``--records`` 100-byte values
     over PLAINTEXT and over SSL (acks=all, one partition, a topic per run and
@@ -41,7 +41,6 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 from logstore.security.scram import MECHANISMS, ScramClient  # noqa: E402
 
@@ -80,7 +79,7 @@ class SecureBroker:
     """``logstore broker`` with PLAINTEXT, SSL and SASL_PLAINTEXT listeners."""
 
     def __init__(self, workdir: str) -> None:
-        from certs import TestPKI
+        from tests.kit.certs import TestPKI
 
         self.workdir = workdir
         self.pki = TestPKI(os.path.join(workdir, "pki"))

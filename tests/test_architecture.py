@@ -15,6 +15,11 @@ The tree does not meet this yet (issue 23 is the work that gets it there):
 ``tests/architecture_debt.txt`` lists the violations known today, one per
 line. The check fails on any violation not listed, and on a listed one that
 is gone (delete its line: the list only shrinks).
+
+The tests' own shape is checked too: tests/ mirrors ``logstore/`` (a test
+stands beside what it tests, Kafka's ``PartitionTest`` beside ``Partition``),
+with the shared kit in tests/kit/; and tiers are markers, not folders: every
+test module names its tier, and one that starts processes is not ``unit``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from __future__ import annotations
 import ast
 import pathlib
 from collections.abc import Iterator
+
+import pytest
+
+pytestmark = pytest.mark.unit
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "logstore"
@@ -227,3 +236,106 @@ def test_the_check_sees_what_it_must() -> None:
     assert allowed("logstore.cluster.zk_broker", "logstore.broker.broker")
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+# -- the tests' shape -------------------------------------------------------
+
+TESTS = ROOT / "tests"
+KIT_FOLDERS = {"kit", "kit/java"}
+"""The shared kit (helpers, fixtures, scripts run by path, Java sources): tests of no package."""
+OTHER_SOURCES = {"native": ROOT / "native"}
+"""Test folders of sources outside ``logstore/``: the C core (native/*.c, logstore._native)."""
+TIERS = ("unit", "property", "integration", "crash", "external")
+"""Each test module names one of these in its ``pytestmark`` (``cluster`` and ``spark`` come
+with ``integration``); pyproject.toml describes them."""
+PROCESS_TIERS = ("integration", "crash", "external")
+PROCESS_KITS = (
+    "tests.kit.brokerkit", "tests.kit.clusterkit", "tests.kit.saslkit", "tests.kit.txnkit",
+    "tests.kit.sparkkit", "tests.kit.crashkit", "tests.kit.librdkafka_suite",
+)  # fmt: skip
+PROCESS_FIXTURES = frozenset({"broker", "broker_factory", "fast_broker", "cluster", "zookeeper", "zk_connect", "spark"})
+"""Fixtures that start processes (tests/conftest.py, tests/kit/zookeeper_fixtures.py, tests/spark/)."""
+
+
+def folders_of_tests() -> list[str]:
+    """Every folder of tests/ holding Python files, as a path relative to tests/ ("" is tests/)."""
+    found = {path.parent.relative_to(TESTS).as_posix() for path in TESTS.rglob("*.py")}
+    found |= {path.parent.relative_to(TESTS).as_posix() for path in TESTS.rglob("*.java")}
+    return sorted(name if name != "." else "" for name in found if "__pycache__" not in name)
+
+
+def mirrored(folder: str) -> bool:
+    """Does tests/<folder> stand for something the repository has?"""
+    if folder == "" or folder in KIT_FOLDERS:
+        return True
+    if folder in OTHER_SOURCES:
+        return OTHER_SOURCES[folder].is_dir()
+    return (PACKAGE / folder / "__init__.py").is_file() or (PACKAGE / f"{folder}.py").is_file()
+
+
+
+def test_tests_mirror_the_packages() -> None:
+    folders = folders_of_tests()
+    strays = [f"tests/{folder}/" for folder in folders if not mirrored(folder)]
+    assert not strays, (
+        "test folders that mirror no logstore package or module (move the tests beside what they "
+        "test; helpers go to tests/kit/):\n" + "\n".join(strays)
+    )
+    missing = [f"tests/{folder}/__init__.py" for folder in folders if folder not in ("kit/java",)
+               and not (TESTS / folder / "__init__.py").is_file()]  # fmt: skip
+    assert not missing, "every test folder is a package (see tests/conftest.py):\n" + "\n".join(missing)
+
+
+def module_tiers(tree: ast.Module) -> list[str]:
+    """The markers a test module's ``pytestmark`` names (``pytest.mark.<name>``)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            return [
+                mark.attr
+                for mark in ast.walk(node.value)
+                if isinstance(mark, ast.Attribute) and isinstance(mark.value, ast.Attribute) and mark.value.attr == "mark"
+            ]
+    return []
+
+
+def starts_processes(tree: ast.Module) -> bool:
+    """Does the module use a kit or a fixture that starts broker (or ZooKeeper, Spark, crash) processes?"""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+            if names & set(PROCESS_KITS):
+                return True
+        elif (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name.startswith("test")
+            and PROCESS_FIXTURES & {arg.arg for arg in node.args.args}
+        ):
+            return True
+    return False
+
+
+def test_every_test_module_names_its_tier() -> None:
+    untiered, misplaced = [], []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        names = module_tiers(tree)
+        where = path.relative_to(ROOT).as_posix()
+        if not any(name in TIERS for name in names):
+            untiered.append(f"{where}: pytestmark names none of {', '.join(TIERS)}")
+        elif {"cluster", "spark"} & set(names) and "integration" not in names:
+            untiered.append(f"{where}: cluster and spark tests are integration tests too")
+        if starts_processes(tree) and not any(name in PROCESS_TIERS for name in names):
+            misplaced.append(f"{where}: starts processes, so its tier is one of {', '.join(PROCESS_TIERS)}")
+    assert not untiered + misplaced, "\n".join(untiered + misplaced)
+
+
+def test_the_tier_check_sees_what_it_must() -> None:
+    tiered = ast.parse("import pytest\npytestmark = [pytest.mark.slow, pytest.mark.integration]\n")
+    assert module_tiers(tiered) == ["slow", "integration"]
+    assert module_tiers(ast.parse("x = 1\n")) == []
+    assert starts_processes(ast.parse("from tests.kit.brokerkit import BrokerProcess\n"))
+    assert starts_processes(ast.parse("from tests.kit import crashkit as ck\n"))
+    assert starts_processes(ast.parse("def test_a(broker): pass\n"))
+    assert not starts_processes(ast.parse("from tests.kit.wire import WireClient\ndef test_a(tmp_path): pass\n"))
+    assert mirrored("broker/network") and mirrored("arrow") and mirrored("native") and mirrored("kit")
+    assert not mirrored("unit") and not mirrored("integration")

@@ -6,7 +6,7 @@ partitions, each an ``index`` int32 and a ``records`` nullable bytes; v9+ is
 flexible (compact lengths, an empty tag section after each struct). The
 record sets are most of the bytes: they are not copied here but handed back
 as chunks between the small encoded parts, for ``sendmsg`` (or one join).
-Tested against kio for every version (tests/unit/test_produce_encode.py).
+Tested against kio for every version (tests/protocol/test_produce_encode.py).
 """
 
 from __future__ import annotations

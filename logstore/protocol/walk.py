@@ -293,7 +293,7 @@ def checked_reader(request_class: type) -> Callable[[bytes, int], Any]:
 
     The check runs in C; when it refuses a body, the Python walk runs to say
     which field is wrong (the two apply the same rules: tested against each
-    other in tests/unit/test_request_walk.py).
+    other in tests/protocol/test_request_walk.py).
     """
     check = _entity(request_class).step
     read: Callable[[bytes | memoryview, int], Any] = entity_reader(request_class)

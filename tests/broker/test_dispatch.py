@@ -9,6 +9,7 @@ import struct
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.metadata.v12.response import MetadataResponse
 from kio.serial import entity_reader, entity_writer
@@ -16,6 +17,8 @@ from kio.serial import entity_reader, entity_writer
 from logstore.broker.broker import Broker
 from logstore.broker.config.broker_config import BrokerConfig
 from logstore.security import KafkaPrincipal
+
+pytestmark = pytest.mark.unit
 
 METADATA_KEY = 3
 

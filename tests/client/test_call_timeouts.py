@@ -14,6 +14,8 @@ import pytest
 
 import logstore.client
 
+pytestmark = pytest.mark.integration
+
 CLIENTS = {"logstore": logstore.client, "confluent": confluent_kafka}
 
 

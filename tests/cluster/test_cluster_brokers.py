@@ -2,7 +2,7 @@
 
 These topics have one replica per partition, spread over the brokers (what
 is tested is membership, the controller, metadata, routing and what a
-broker's death does to leadership); test_replication.py replicates.
+broker's death does to leadership); tests/broker/replication/test_replication.py replicates.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import os
 from collections.abc import Callable
 
 import pytest
-from brokerkit import wait_until
-from clusterkit import BrokerProcess, broker_id, leaders, metadata
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+from tests.kit.brokerkit import wait_until
+from tests.kit.clusterkit import BrokerProcess, broker_id, leaders, metadata
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 
 def test_three_brokers_form_one_cluster(cluster: Callable[..., BrokerProcess]) -> None:

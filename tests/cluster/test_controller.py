@@ -16,7 +16,7 @@ from logstore.cluster.controller import NO_LEADER, ControllerMovedError, ZkContr
 from logstore.cluster.zk import BrokerRegistration, KafkaZkClient, LeaderAndIsr
 from logstore.errors import TopicExistsError
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 Sessions = Callable[[int, "str | None"], KafkaZkClient]
 

@@ -11,16 +11,13 @@ for longer.
 
 from __future__ import annotations
 
-import os
 import pathlib
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from bench import chaos
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 FAULTS = 50
 

@@ -13,8 +13,9 @@ import sys
 from collections.abc import Callable
 
 import pytest
-from brokerkit import wait_until
-from clusterkit import (
+
+from tests.kit.brokerkit import wait_until
+from tests.kit.clusterkit import (
     BrokerProcess,
     consume_all,
     create_topic,
@@ -26,7 +27,7 @@ from clusterkit import (
     three_brokers,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 
 def _preferred(bootstrap: str, topic: str) -> dict[int, int]:

@@ -31,7 +31,7 @@ from logstore.cluster.zk import (
 )
 from logstore.cluster.zookeeper import ZooKeeperServer, free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 
 @pytest.fixture

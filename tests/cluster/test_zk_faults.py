@@ -41,14 +41,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from brokerkit import wait_until
-from clusterkit import BrokerProcess, broker_id, metadata, segment_bytes
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from logstore.cluster.zookeeper import ZooKeeperServer
+from tests.kit.brokerkit import wait_until
+from tests.kit.clusterkit import BrokerProcess, broker_id, metadata, segment_bytes
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
 # Kafka's own test harness (QuorumTestHarness) runs ZooKeeper sessions of 10 s. 6 s was once too
 # tight for a loaded 2-core CI machine: one broker of three lost its session in the 15 s outage.

@@ -1,4 +1,4 @@
-"""A real local Spark (``local[2]``) for the data source's tests, and brokers as in tests/integration.
+"""A real local Spark (``local[2]``) for the data source's tests, and brokers as everywhere.
 
 One SparkSession serves the whole directory (starting one costs ~10 s);
 tests that must kill a driver run their own in a child process. Brokers:

@@ -8,9 +8,10 @@ import os
 from typing import Any
 
 import pytest
-from sparkkit import consume_all, create, produce, spark_rows
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+from tests.kit.sparkkit import consume_all, create, produce, spark_rows
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.spark]
 
 
 def reader(spark: Any, broker: Any, **options: str) -> Any:

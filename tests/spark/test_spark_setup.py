@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sparkkit import consume_all
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+from tests.kit.sparkkit import consume_all
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.spark]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from sparkkit import consume_all, create
 
 from logstore.spark.backend import Where
 from logstore.spark.sink import MARKER, Appender, SinkCommitter, Unit, encode_rows
+from tests.kit.sparkkit import consume_all, create
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def units_of(

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from brokerkit import wait_until
-from sparkkit import consume_all, create, produce
 
 from logstore.client import TopicPartition
 from logstore.client.admin import AdminClient, NewPartitions
+from tests.kit import KIT
+from tests.kit.brokerkit import wait_until
+from tests.kit.sparkkit import consume_all, create, produce
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.spark]
 
 
 def stream(spark: Any, broker: Any, topic: str, **options: str) -> Any:
@@ -127,7 +128,7 @@ def test_exactly_once_through_kill_minus_9_of_the_driver(broker: Any, tmp_path: 
     inputs = produce(broker.bootstrap, "in", 6000, headers=False)
     child = [
         sys.executable,
-        str(Path(__file__).parent / "stream_child.py"),
+        str(KIT / "stream_child.py"),
         broker.bootstrap,
         str(tmp_path / "cp"),
     ]

@@ -3,7 +3,11 @@ the validator's scan of each batch."""
 
 from __future__ import annotations
 
+import os
 import pathlib
+
+import pytest
+from kio.schema.errors import ErrorCode
 
 from logstore.records import build_batch
 from logstore.records.builder import build_control_batch
@@ -14,10 +18,14 @@ from logstore.storage.producer_state import (
     INVALID_TXN_STATE,
     NONE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
+    SEQUENCE_MAX,
     TRANSACTION_COORDINATOR_FENCED,
     ProducerStateManager,
+    last_sequence,
 )
 from logstore.storage.validator import BatchInfo, validate_from_client
+
+pytestmark = pytest.mark.unit
 
 
 def scanned(*, pid: int = 7, epoch: int = 0, sequence: int = 0, count: int = 2, transactional: bool = False) -> BatchInfo:
@@ -71,3 +79,63 @@ def test_rebuilt_from_the_log(tmp_path: pathlib.Path) -> None:
     assert entry.epoch == 1 and entry.coordinator_epoch == 5 and len(entry.batches) == 3
     assert state.validate(scanned(pid=4, epoch=1, sequence=2), None, ())[1].first_offset == 2  # type: ignore[union-attr]
     assert state.validate(scanned(pid=4, epoch=1, sequence=6), None, ()) == (NONE, None)
+
+
+# -- sequences, epochs and duplicates recorded by hand (the checks' table) ---------
+
+
+def test_sequences_wrap() -> None:
+    assert last_sequence(SEQUENCE_MAX, 0) == SEQUENCE_MAX
+    assert last_sequence(SEQUENCE_MAX, 1) == 0
+    state = ProducerStateManager()
+    state.record(1, 0, SEQUENCE_MAX - 4, SEQUENCE_MAX, 0, 4)
+    assert state.check(1, 0, 0, 9) == (ErrorCode.none, None)
+    assert state.check(1, 0, 1, 9)[0] == ErrorCode.out_of_order_sequence_number
+
+
+def test_epochs_and_duplicates() -> None:
+    state = ProducerStateManager()
+    # An unknown producer may start anywhere (its earlier batches may have been deleted), as in Kafka.
+    assert state.check(5, 0, 3, 3) == (ErrorCode.none, None)
+    for i in range(7):
+        state.record(5, 0, i * 10, i * 10 + 9, i * 100, i * 100 + 9)
+    assert state.check(5, 0, 60, 69)[1] is not None  # the last five are remembered
+    assert state.check(5, 0, 20, 29)[1] is not None
+    assert state.check(5, 0, 10, 19) == (
+        ErrorCode.out_of_order_sequence_number,
+        None,
+    )  # sixth back: forgotten
+    assert state.check(5, 0, 70, 79) == (ErrorCode.none, None)
+    assert state.check(5, 1, 0, 0) == (ErrorCode.none, None)  # a new epoch starts at 0
+    assert state.check(5, 1, 5, 5)[0] == ErrorCode.out_of_order_sequence_number
+    state.record(5, 1, 0, 0, 700, 700)
+    assert state.check(5, 0, 70, 79)[0] == ErrorCode.invalid_producer_epoch
+
+
+def test_state_rebuilt_from_the_log(tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "t-0")
+    with Log.open(path, {"segment.bytes": 2048}) as log:
+        for i in range(40):
+            # Alternate an idempotent producer (id 9) with plain batches.
+            pid = 9 if i % 2 == 0 else -1
+            seq = (i // 2) * 3 if pid >= 0 else -1
+            batch = build_batch(
+                [b"a" * 50, b"b", b"c"],
+                producer_id=pid,
+                producer_epoch=0 if pid >= 0 else -1,
+                base_sequence=seq,
+            )
+            log.append_batch(batch)
+        assert len(log.segments) >= 2
+        expected_offsets = [(i * 3, i * 3 + 2) for i in range(0, 40, 2)]
+    with Log.open(path) as log:
+        state = ProducerStateManager.rebuild(log)
+    entry = state.entries[9]
+    assert entry.epoch == 0
+    assert [(b.first_offset, b.last_offset) for b in entry.batches] == expected_offsets[-5:]
+    assert [(b.first_sequence, b.last_sequence) for b in entry.batches] == [
+        (s * 3, s * 3 + 2) for s in range(15, 20)
+    ]
+    assert state.check(9, 0, 60, 62) == (ErrorCode.none, None)
+    assert state.check(9, 0, 57, 59)[1].first_offset == 114  # type: ignore[union-attr]
+    assert set(state.entries) == {9}

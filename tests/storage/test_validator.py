@@ -23,6 +23,8 @@ from logstore.storage.validator import (
     validate_from_client,
 )
 
+pytestmark = pytest.mark.unit
+
 WHERE = "t-0"
 
 

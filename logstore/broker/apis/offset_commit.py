@@ -139,7 +139,7 @@ def _encode(
     """The OffsetCommitResponse body (v2-v10), written directly: kio's writer cost a third
     of a commit. Each partition answers its error from before the commit (``errors``, by
     topic index), else the commit's (``committed``, by name). Byte-equal to kio's
-    encoding (tests/unit/test_framing_and_produce_decode.py).
+    encoding (tests/broker/apis/test_produce_codec.py).
     """
     flexible = version >= _FLEXIBLE_FROM
     by_id = version >= 10

@@ -11,7 +11,7 @@ same fields (Produce v3-v10, flexible from v9) and returns kio's own request
 classes whose ``records`` are memoryviews into the request frame; when the
 frame is writable (a large frame, see framing.py) the log assigns offsets in
 place. Every length is checked against the frame; a bad one raises
-ProtocolError. ``tests/unit/test_framing_and_produce_decode.py`` checks both against kio.
+ProtocolError. ``tests/broker/apis/test_produce_codec.py`` checks both against kio.
 """
 
 from __future__ import annotations

@@ -8,15 +8,15 @@ import time
 from typing import Any
 
 import pytest
-from brokerkit import BrokerProcess
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from wire import WireClient
 
 from logstore import build_batch, parse_batches
+from tests.kit.brokerkit import BrokerProcess
+from tests.kit.wire import WireClient
 
 pytestmark = pytest.mark.integration
 

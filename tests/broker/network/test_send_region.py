@@ -9,8 +9,12 @@ import pathlib
 import socket
 import struct
 
+import pytest
+
 from logstore.broker.network.connection import LoopSendfile, send_region
 from logstore.protocol.frames import FileRegion
+
+pytestmark = pytest.mark.unit
 
 PAYLOAD = bytes(range(256)) * 64  # 16 KiB
 
