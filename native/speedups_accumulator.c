@@ -29,6 +29,8 @@
 #include "speedups.h"
 
 #include <structmember.h>
+#include <string.h>
+#include <time.h>
 
 enum { RECORD_OVERHEAD = 21 }; /* accumulator.RECORD_OVERHEAD: a plain record's framing, at most */
 
@@ -41,6 +43,8 @@ typedef struct {
     long long records; /* records queued or in flight (or reserved) */
     long long bytes;   /* their size estimate */
     long long batch_size, batch_records, buffer_memory, max_records;
+    char times;             /* new batches keep their records' enqueue times */
+    char times_on_callback; /* times turns on at the first record with a delivery callback */
 } AccumulatorCoreObject;
 
 typedef struct {
@@ -55,6 +59,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *records;   /* list of items (bytes | None | (key, value) | Record) */
     PyObject *callbacks; /* list of (index, on_delivery), or NULL/None: none */
+    PyObject *times;     /* bytearray: each record's enqueue time (a C double, time.monotonic()), or None */
     long long size;      /* BATCH_HEADER + the records' estimates */
     char closed;
 } ProducerBatchCoreObject;
@@ -113,12 +118,14 @@ static void topic_state_core_dealloc(TopicStateCoreObject *self) {
 static int batch_core_traverse(ProducerBatchCoreObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->records);
     Py_VISIT(self->callbacks);
+    Py_VISIT(self->times);
     return 0;
 }
 
 static int batch_core_clear(ProducerBatchCoreObject *self) {
     Py_CLEAR(self->records);
     Py_CLEAR(self->callbacks);
+    Py_CLEAR(self->times);
     return 0;
 }
 
@@ -139,6 +146,9 @@ static PyMemberDef accumulator_core_members[] = {
     CORE_FIELD(AccumulatorCoreObject, batch_records, T_LONGLONG, 0, "a batch's record bound"),
     CORE_FIELD(AccumulatorCoreObject, buffer_memory, T_LONGLONG, 0, "the bound of bytes"),
     CORE_FIELD(AccumulatorCoreObject, max_records, T_LONGLONG, 0, "the bound of records"),
+    CORE_FIELD(AccumulatorCoreObject, times, T_BOOL, 0, "new batches keep their records' enqueue times"),
+    CORE_FIELD(AccumulatorCoreObject, times_on_callback, T_BOOL, 0,
+               "times turns on at the first record with a delivery callback"),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -153,6 +163,8 @@ static PyMemberDef topic_state_core_members[] = {
 static PyMemberDef batch_core_members[] = {
     CORE_FIELD(ProducerBatchCoreObject, records, T_OBJECT_EX, 0, "list of the records' items"),
     CORE_FIELD(ProducerBatchCoreObject, callbacks, T_OBJECT, 0, "list of (index, on_delivery), or None"),
+    CORE_FIELD(ProducerBatchCoreObject, times, T_OBJECT, 0,
+               "bytearray of each record's enqueue time (native doubles, time.monotonic()), or None"),
     CORE_FIELD(ProducerBatchCoreObject, size, T_LONGLONG, 0, "BATCH_HEADER + the records' estimates"),
     CORE_FIELD(ProducerBatchCoreObject, closed, T_BOOL, 0, "no record is appended any more"),
     {NULL, 0, 0, 0, NULL},
@@ -311,14 +323,46 @@ static inline PyObject *batch_callbacks(const ProducerBatchCoreObject *batch) {
     return batch->callbacks == Py_None ? NULL : batch->callbacks;
 }
 
+/* Appends now (time.monotonic()'s clock) to the batch's enqueue times, when it keeps them or
+ * the accumulator has just turned them on (the records before get 0.0: none of them has a
+ * delivery report, or times would have been on): 0, or -1 with MemoryError. Holds the lock. */
+static int batch_append_time(const AccumulatorCoreObject *acc, ProducerBatchCoreObject *batch,
+                             Py_ssize_t index) {
+    PyObject *times = batch->times;
+    if (times == NULL || times == Py_None) {
+        if (!acc->times) return 0;
+        times = PyByteArray_FromStringAndSize(NULL, index * (Py_ssize_t)sizeof(double));
+        if (times == NULL) return -1;
+        memset(PyByteArray_AS_STRING(times), 0, (size_t)index * sizeof(double));
+        Py_XSETREF(batch->times, times);
+    }
+    if (!PyByteArray_CheckExact(times)) return 0;
+    ls_assert(PyByteArray_GET_SIZE(times) == index * (Py_ssize_t)sizeof(double));
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double seconds = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+    if (PyByteArray_Resize(times, (index + 1) * (Py_ssize_t)sizeof(double)) < 0) return -1;
+    memcpy(PyByteArray_AS_STRING(times) + index * sizeof(double), &seconds, sizeof(double));
+    return 0;
+}
+
+/* Undoes batch_append_time's append of record index (shrinking cannot fail). */
+static void batch_drop_time(ProducerBatchCoreObject *batch, Py_ssize_t index) {
+    PyObject *times = batch->times;
+    if (times == NULL || !PyByteArray_CheckExact(times)) return;
+    int undone = PyByteArray_Resize(times, index * (Py_ssize_t)sizeof(double));
+    ls_assert(undone == 0);
+}
+
 /* Appends item (and entry, its (index, callback), when it has a callback)
- * to batch and counts it: 1, or -1 with MemoryError and nothing changed.
- * Holds the lock; the batch and the accumulator have room. spare: an empty
- * list for the batch's first callback. */
+ * to batch, with its enqueue time, and counts it: 1, or -1 with MemoryError
+ * and nothing changed. Holds the lock; the batch and the accumulator have
+ * room. spare: an empty list for the batch's first callback. */
 static int batch_append(AccumulatorCoreObject *acc, ProducerBatchCoreObject *batch, long long size,
                         PyObject *item, PyObject *entry, PyObject *spare) {
     PyObject *records = batch->records, *callbacks = batch_callbacks(batch);
     Py_ssize_t index = PyList_GET_SIZE(records);
+    if (batch_append_time(acc, batch, index) < 0) return -1;
     if (entry != NULL) {
         PyObject *number = PyLong_FromSsize_t(index); /* not GC-tracked: no collection here */
         if (number == NULL) return -1;
@@ -326,12 +370,16 @@ static int batch_append(AccumulatorCoreObject *acc, ProducerBatchCoreObject *bat
         PyTuple_SET_ITEM(entry, 0, number);
         Py_DECREF(placeholder);
     }
-    if (PyList_Append(records, item) < 0) return -1;
+    if (PyList_Append(records, item) < 0) {
+        batch_drop_time(batch, index);
+        return -1;
+    }
     if (entry != NULL && PyList_Append(callbacks != NULL ? callbacks : spare, entry) < 0) {
         /* Cannot fail: right after an append, dropping that item keeps the
          * list's allocation (list_resize only reallocates below half). */
         int undone = PyList_SetSlice(records, index, index + 1, NULL);
         ls_assert(undone == 0);
+        batch_drop_time(batch, index);
         return -1;
     }
     if (entry != NULL && callbacks == NULL) Py_XSETREF(batch->callbacks, Py_NewRef(spare));
@@ -371,6 +419,7 @@ static int produce_append(FastProduceObject *self, PyObject *topic, const produc
                                     : PyTuple_Pack(2, r->key, r->value ? r->value : Py_None);
     PyObject *entry = NULL, *spare = NULL;
     int rc = item != NULL ? 0 : -1;
+    if (r->callback != NULL && acc->times_on_callback) acc->times = 1; /* batches from the next on */
     if (rc == 0 && r->callback != NULL) {
         /* Read without the lock, the open batch is a hint: if it changes
          * meanwhile and lacks a list after all, the general path appends. */

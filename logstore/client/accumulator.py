@@ -57,6 +57,7 @@ Invariants (``check_invariants`` asserts them; the tests call it):
 from __future__ import annotations
 
 import collections
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -83,6 +84,9 @@ Item = Any  # bytes | None | tuple[bytes | None, bytes | None] | logstore.record
 DeliveryCallback = Callable[[Any, Any], Any]
 
 
+ENQUEUE_TIME = struct.Struct("=d")
+"""A record's enqueue time in :attr:`ProducerBatch.times`: a native double of ``time.monotonic()``."""
+
 class ProducerBatch(ProducerBatchCore):
     """Records for one partition, sent (and retried) as one v2 record batch.
 
@@ -91,21 +95,29 @@ class ProducerBatch(ProducerBatchCore):
     is None until the first drain, then the batch's bytes (with ``producer_id``,
     ``producer_epoch`` and ``base_sequence`` set). ``size`` is the estimate
     ``BATCH_HEADER + sum(record estimates)``, an upper bound of the encoding
-    without compression. ``records``, ``callbacks``, ``size`` and ``closed``
-    are fields of the C base class (the fast path appends through them).
+    without compression. ``times`` (when the accumulator keeps them) holds each
+    record's enqueue time as native doubles of ``time.monotonic()``, one per
+    record (a delivery report's ``latency()``). ``records``, ``callbacks``,
+    ``times``, ``size`` and ``closed`` are fields of the C base class (the fast
+    path appends through them).
     """
 
-    __slots__ = ("attempts", "base_sequence", "callback", "created", "encoded", "partition", "producer_epoch",
-                 "producer_id", "retry_at", "sent", "timestamp", "topic")  # fmt: skip
+    __slots__ = ("attempts", "base_sequence", "callback", "created", "done_at", "encoded", "partition",
+                 "producer_epoch", "producer_id", "retry_at", "sent", "timestamp", "topic")  # fmt: skip
 
-    def __init__(self, topic: str, partition: int, created: float, timestamp: int) -> None:
+    def __init__(
+        self, topic: str, partition: int, created: float, timestamp: int, times: bool = False
+    ) -> None:
+        """``times``: keep each record's enqueue time (see the class doc)."""
         self.topic = topic
         self.partition = partition
         self.records: list[Item] = []
         self.size = BATCH_HEADER
         self.callbacks: list[tuple[int, DeliveryCallback]] | None = None  # (record index, on_delivery)
         self.callback: DeliveryCallback | None = None  # on_delivery of every record (produce_batch)
+        self.times = bytearray() if times else None
         self.created = created  # time.monotonic() of its first record
+        self.done_at = 0.0  # time.monotonic() when it was acknowledged or failed (the sender sets it)
         self.timestamp = timestamp  # ms since the epoch: the CreateTime of its plain records
         self.closed = False
         self.attempts = 0
@@ -185,8 +197,15 @@ class RecordAccumulator(AccumulatorCore):
         max_block: float,
         partitioner: Partitioner,
         wakeup: Callable[[], Any] = lambda: None,
+        times: bool = False,
+        times_on_callback: bool = False,
     ) -> None:
+        """``times``: batches keep each record's enqueue time (delivery reports' ``latency()``);
+        ``times_on_callback``: ``times`` turns on at the first record with a delivery callback
+        (a producer with no callback pays nothing for them)."""
         assert batch_size > BATCH_HEADER, batch_size
+        self.times = times
+        self.times_on_callback = times_on_callback
         self.batch_size = batch_size  # the estimate's bound, header included
         self.batch_records = batch_records
         self.linger = linger
@@ -241,16 +260,19 @@ class RecordAccumulator(AccumulatorCore):
 
     def append_reserved(
         self, state: TopicState, partition: int, item: Item, size: int, callback: DeliveryCallback | None,
-        key: bytes | None, chosen: bool,
+        key: bytes | None, chosen: bool, enqueued: float,
     ) -> int:  # fmt: skip
-        """``append`` for a record whose room was taken by ``reserve`` (never blocks)."""
+        """``append`` for a record whose room was taken by ``reserve`` (never blocks);
+        ``enqueued``: when it was produced (``time.monotonic()``)."""
         with self.lock:
-            return self._place(state, partition, item, size, callback, key, chosen)
+            return self._place(state, partition, item, size, callback, key, chosen, enqueued)
 
     def _place(
         self, state: TopicState, partition: int, item: Item, size: int, callback: DeliveryCallback | None,
-        key: bytes | None, chosen: bool,
+        key: bytes | None, chosen: bool, enqueued: float | None = None,
     ) -> int:  # fmt: skip
+        if callback is not None and self.times_on_callback:
+            self.times = True  # batches from the next on
         """Append to ``partition``'s open batch, or a new one (repartitioning a chosen partition
         first, KIP-480); close the batch once full. Holds ``self.lock``. Returns the partition."""
         batch = state.open[partition]
@@ -261,6 +283,10 @@ class RecordAccumulator(AccumulatorCore):
             if not self._fits(batch, size):
                 batch = self._new_batch(state, partition)
         assert batch is not None
+        if batch.times is None and self.times:  # turned on just now: the records before need none
+            batch.times = bytearray(ENQUEUE_TIME.size * len(batch.records))
+        if batch.times is not None:
+            batch.times += ENQUEUE_TIME.pack(time.monotonic() if enqueued is None else enqueued)
         batch.records.append(item)
         batch.size += size
         if callback is not None:
@@ -329,6 +355,8 @@ class RecordAccumulator(AccumulatorCore):
                 batch = self._new_batch(state, p)
                 batch.created = now
                 batch.records = items if (start == 0 and end == count) else items[start:end]
+                if batch.times is not None:
+                    batch.times = bytearray(ENQUEUE_TIME.pack(now) * (end - start))
                 batch.size = BATCH_HEADER + int(cumulative[end] - cumulative[start])
                 batch.callback = callback
                 if timestamp:
@@ -359,7 +387,7 @@ class RecordAccumulator(AccumulatorCore):
         old = state.open[partition]
         if old is not None:
             self._close(state, old)
-        batch = ProducerBatch(state.name, partition, time.monotonic(), int(time.time() * 1000))
+        batch = ProducerBatch(state.name, partition, time.monotonic(), int(time.time() * 1000), self.times)
         queue = state.queues[partition]
         queue.append(batch)
         state.open[partition] = batch

@@ -23,7 +23,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from logstore.client.accumulator import DeliveryCallback, ProducerBatch, RecordAccumulator, TopicState
+from logstore.client.accumulator import (
+    ENQUEUE_TIME,
+    DeliveryCallback,
+    ProducerBatch,
+    RecordAccumulator,
+    TopicState,
+)
 from logstore.client.cluster import Cluster
 from logstore.client.errors import KafkaError, KafkaException, local
 
@@ -49,7 +55,9 @@ class PendingRecord:
 
     def as_batch(self, topic: str, now: float) -> ProducerBatch:
         """The record alone in a batch (to report it failed)."""
-        batch = ProducerBatch(topic, self.partition, now, int(time.time() * 1000))
+        batch = ProducerBatch(topic, self.partition, now, int(time.time() * 1000), times=True)
+        batch.times = bytearray(ENQUEUE_TIME.pack(self.created))
+        batch.done_at = now
         batch.records.append(self.item)
         batch.size += self.size
         if self.callback is not None:
@@ -186,7 +194,7 @@ class PendingRecords:
                         chosen = record.partition < 0
                         p = self._choose(state, record.key) if chosen else record.partition
                         self._acc.append_reserved(state, p, record.item, record.size, record.callback,
-                                                  record.key, chosen)  # fmt: skip
+                                                  record.key, chosen, record.created)  # fmt: skip
                     with self._acc.lock:
                         known = self._acc.topics.get(topic)
                         if known is None:

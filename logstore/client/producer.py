@@ -174,6 +174,9 @@ class Producer:
             max_records=int(cfg["queue.buffering.max.messages"]),
             max_block=self._max_block,
             partitioner=self._partitioner,
+            # Each record's enqueue time, for delivery reports' latency(): kept once a report is wanted.
+            times=not self._only_errors and (self._default_callback is not None or bool(self._interceptors)),
+            times_on_callback=not self._only_errors,
         )
         self._states = self._acc.topics  # read without a lock by produce(): a dict lookup is atomic
         self._pending = PendingRecords(
@@ -499,6 +502,8 @@ class Producer:
     def delivered(
         self, batch: ProducerBatch, error: KafkaError | None, base_offset: int, append_time: int
     ) -> None:
+        if not batch.done_at:  # a record failed before it was sent has its time already
+            batch.done_at = time.monotonic()
         if self._interceptors:
             for i in range(len(batch.records)):
                 self._acknowledge_one(delivery_message(batch, i, error, base_offset, append_time), error)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from logstore.client.accumulator import ProducerBatch
+from logstore.client.accumulator import ENQUEUE_TIME, ProducerBatch
 from logstore.client.errors import KafkaError, KafkaException, local
 from logstore.client.types import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
 
@@ -102,4 +102,10 @@ def delivery_message(
         (TIMESTAMP_LOG_APPEND_TIME, append_time) if append_time >= 0 else (TIMESTAMP_CREATE_TIME, stamp)
     )
     offset = base_offset + index if base_offset >= 0 else -1
-    return Message(batch.topic, batch.partition, offset, key, value, timestamp, headers, error)
+    times = batch.times
+    latency = (
+        batch.done_at - ENQUEUE_TIME.unpack_from(times, index * ENQUEUE_TIME.size)[0]
+        if times is not None and len(times) >= (index + 1) * ENQUEUE_TIME.size
+        else None
+    )
+    return Message(batch.topic, batch.partition, offset, key, value, timestamp, headers, error, latency)

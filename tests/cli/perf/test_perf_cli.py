@@ -75,6 +75,25 @@ def test_produce_then_consume(broker: BrokerProcess) -> None:
     assert float(match[6]) > 0 and float(match[10]) > 0
 
 
+@pytest.mark.parametrize("client", ["logstore", "confluent"])
+def test_produce_latency_figures_are_measured_with_either_client(broker: BrokerProcess, client: str) -> None:
+    """Each delivery report's latency (produce() to acknowledgement): logstore's client once
+    reported none, and every figure printed 0.00 ms."""
+    produced = perf(
+        "--client", client, "produce", "--topic", f"lat-{client}", "--num-records", "2000",
+        "--record-size", "100", "--throughput", "2000", "--bootstrap-server", broker.bootstrap,
+        "--duration-limit", "30", "--producer-props", "acks=1", "linger.ms=20",
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    final = FINAL.match(produced.stdout.strip().splitlines()[-1])
+    assert final is not None, produced.stdout
+    avg, peak = float(final[4]), float(final[5])
+    p50, p99 = int(final[6]), int(final[8])
+    # linger.ms=20 at 2,000 records/s: a record waits up to 20 ms for its batch, 10 ms on average.
+    assert 2.0 <= avg <= peak, final[0]
+    assert peak >= 15.0 and 1 <= p50 <= p99, final[0]
+
+
 def test_produce_prints_a_line_per_report_window(
     broker: BrokerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
