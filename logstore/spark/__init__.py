@@ -17,14 +17,68 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["LogstoreDataSource", "register", "session"]
+from logstore.errors import LogstoreError
+
+__all__ = ["LogstoreDataSource", "SparkSetupError", "check_python_workers", "register", "session"]
 
 
-def register(spark: Any) -> None:
-    """Register the ``logstore`` format with ``spark`` (a SparkSession)."""
+class SparkSetupError(LogstoreError):
+    """Spark's Python workers cannot run the data source (they cannot import logstore)."""
+
+
+_checked: set[str] = set()  # the Spark applications whose workers were checked
+
+
+def register(spark: Any, check_workers: bool = True) -> None:
+    """Register the ``logstore`` format with ``spark`` (a SparkSession).
+
+    ``check_workers``: first run one tiny job that asks a Python worker whether it can import
+    logstore (once per Spark application, ~0.5 s), and raise :class:`SparkSetupError` naming
+    the interpreter to set when it cannot, instead of a ``ModuleNotFoundError`` inside a Java
+    stack at the first query.
+    """
+    if check_workers:
+        check_python_workers(spark)
     from logstore.spark.source import LogstoreDataSource
 
     spark.dataSource.register(LogstoreDataSource)
+
+
+def check_python_workers(spark: Any) -> None:
+    """Raise :class:`SparkSetupError` unless Spark's Python workers import logstore (see :func:`register`)."""
+    context = spark.sparkContext
+    app = str(context.applicationId)
+    if app in _checked:
+        return
+
+    def probe(_: Any) -> tuple[str, str, str]:  # pickled by value: the worker needs no logstore to run it
+        import importlib
+        import sys as worker_sys
+
+        try:
+            importlib.import_module("logstore.spark.source")  # what the data source's readers run
+        except Exception as e:
+            failed = f"{type(e).__name__}: {e}"
+        else:
+            failed = ""
+        return worker_sys.executable, worker_sys.version.split()[0], failed
+
+    where = os.environ.get("PYSPARK_PYTHON") or context.getConf().get("spark.pyspark.python") or "python3"
+    fix = (
+        f"set PYSPARK_PYTHON={sys.executable} (this interpreter, which has logstore) before the SparkSession "
+        "starts, or install logstore where the workers run, or use logstore.spark.session(), which sets it"
+    )
+    try:
+        executable, version, failed = context.parallelize([0], 1).map(probe).collect()[0]
+    except Exception as e:  # the worker did not start, or runs another Python version
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        raise SparkSetupError(f"Spark's Python workers ({where}) could not run a probe: {first}; {fix}") from None
+    if failed:
+        raise SparkSetupError(
+            f"Spark's Python workers run {executable} (Python {version}), which cannot import logstore "
+            f"({failed}); {fix}"
+        )
+    _checked.add(app)
 
 
 def session(master: str = "local[2]", app: str = "logstore", **conf: str) -> Any:

@@ -54,3 +54,37 @@ def test_the_example_pipeline_runs_streaming_and_batch(broker: Any, tmp_path: Pa
     assert "streaming and batch agree" in run.stdout, run.stdout
     counts = consume_all(broker.bootstrap, "event-counts-batch", 1)
     assert counts, "the batch job wrote no counts"
+
+
+WRONG_WORKERS = """
+import os, sys
+os.environ["PYSPARK_PYTHON"] = sys.argv[1]
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+spark.sparkContext.setLogLevel("OFF")
+import logstore.spark
+try:
+    logstore.spark.register(spark)
+    print("REGISTERED", flush=True)
+except logstore.spark.SparkSetupError as e:
+    print("SETUP ERROR:", e, flush=True)
+spark.stop()
+"""
+
+
+def test_workers_that_cannot_import_logstore_are_named_at_register(tmp_path: Path) -> None:
+    """PYSPARK_PYTHON names an interpreter without logstore (the venv's base Python): register()
+    says which interpreter to set, instead of a ModuleNotFoundError in a Java stack at the first
+    query."""
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    if not base.exists():
+        pytest.skip(f"no base interpreter at {base}")
+    has = subprocess.run([str(base), "-c", "import logstore.spark.source"], cwd=tmp_path, capture_output=True)
+    if has.returncode == 0:
+        pytest.skip(f"{base} imports logstore: it is not a wrong interpreter")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON")}
+    run = subprocess.run([sys.executable, "-c", WRONG_WORKERS, str(base)], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path, env=env)  # fmt: skip
+    assert f"Spark's Python workers run {base}" in run.stdout, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "cannot import logstore" in run.stdout and f"set PYSPARK_PYTHON={sys.executable}" in run.stdout
