@@ -49,6 +49,7 @@ from logstore.errors import InvalidConfigError
 from logstore.security.authorizer import Authorizer, build_authorizer
 from logstore.security.credentials import CredentialStore, FileCredentialStore, ZkCredentialStore
 from logstore.storage.checkpoints import write_atomically
+from logstore.storage.disk_space import LogDirSpace
 from logstore.storage.log_manager import LogManager
 from logstore.storage.store import Store
 
@@ -124,6 +125,8 @@ class Broker:
         # the scrape-time families of this broker's state first (live_metrics.py).
         self.metrics = BrokerMetrics()
         self.metrics.add_collector(functools.partial(broker_state, self))
+        # The log dir's free space against log.dir.min.free.bytes (storage/disk_space.py).
+        self.disk_space = LogDirSpace(self.data_dir, config.log_dir_min_free_bytes)
         self.replica_manager = ReplicaManager(
             self.log_manager,
             self.metadata,
@@ -131,6 +134,7 @@ class Broker:
             config.producer_id_expiration_ms,
             self.metrics,
             on_transactions_completed=functools.partial(on_transactions_completed, self),
+            space=self.disk_space,
         )
         self.metrics_server: MetricsServer | None = None
         self.producer_ids = ProducerIds(self.data_dir)
@@ -220,6 +224,7 @@ class Broker:
         for listening in self._servers:
             await listening.start_serving()
         self._reaper = loop.create_task(self._reap_idle())
+        self.replica_manager.watch_space()
 
     def _on_leadership(self, topic: str, index: int, leader: bool) -> None:
         on_offsets_leadership(self, topic, index, leader)

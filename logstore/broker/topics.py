@@ -8,12 +8,12 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.context import Services
+from logstore.coordinator.internal_topics import INTERNAL_TOPICS
 from logstore.errors import InvalidArgumentError, LogstoreError, TopicExistsError
 from logstore.protocol.errors import error_for
 from logstore.storage.store import validate_topic_name
 
 _log = logging.getLogger("logstore.broker")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 async def topic_error(broker: Services, name: str | None, auto_create: bool) -> ErrorCode:

@@ -16,6 +16,8 @@ from logstore.coordinator.java_strings import java_string_hash
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+"""The topics the brokers own (Metadata's is_internal; produce to them is refused)."""
 
 
 @functools.lru_cache(maxsize=65_536)  # a group is placed on every commit

@@ -9,8 +9,16 @@ On-disk format (Kafka's):
   relative offset u32)``; timestamps strictly increase.
 
 The file of the active segment is preallocated to ``segment.index.bytes``
-and memory-mapped (``numpy.memmap``); entries past the live count are zero.
-Sealing trims the file to its entries. Lookups run in C over the map.
+(sparse: ``ftruncate``) and memory-mapped read-only (``numpy.memmap``);
+entries past the live count are zero. Sealing trims the file to its entries.
+Lookups run in C over the map, and read only live entries.
+
+Nothing writes through the map, and nothing reads a page past the live
+entries through it: entries are written with ``pwrite`` and the live count is
+found with ``pread``. A page of a sparse file that a full filesystem cannot
+back would otherwise kill the process with SIGBUS when touched (tmpfs backs
+even a read fault with a new page); ``pwrite`` fails with ENOSPC instead, an
+error the append reports, and ``pread`` of a hole allocates nothing.
 
 Crash policy: an index is a cache of its log. After an unclean shutdown the
 live count is taken as the entries before the first all-zero one; the
@@ -27,7 +35,7 @@ import contextlib
 import mmap
 import os
 import struct
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -63,6 +71,7 @@ class _SparseIndex:
         self.writable = writable
         self.max_index_size = max_index_size - max_index_size % self.DTYPE.itemsize
         self._map: np.ndarray | None = None
+        self._fd = -1  # the writable index's file, for pwrite (the map is read-only)
         self._ptr: Any = ffi.NULL
         self._entries = 0
         self._closed = False
@@ -79,6 +88,7 @@ class _SparseIndex:
         # sealed index; mapping alone does not.
         flags = os.O_RDWR | os.O_CREAT if self.writable or size is not None else os.O_RDONLY
         fd = os.open(self.path, flags, 0o644)
+        keep = False
         try:
             length = os.fstat(fd).st_size
             if length % self.DTYPE.itemsize:
@@ -92,15 +102,18 @@ class _SparseIndex:
             if size is not None and size != length:
                 os.ftruncate(fd, size)
                 length = size
+            keep = self.writable
         finally:
-            os.close(fd)
+            if keep:
+                self._fd = fd
+            else:
+                os.close(fd)
         count = length // self.DTYPE.itemsize
         self._memmap: np.memmap | None = None
         if count == 0:
             self._map = np.zeros(0, dtype=self.DTYPE)
         else:
-            mode: Literal["r+", "r"] = "r+" if self.writable else "r"
-            self._memmap = np.memmap(self.path, dtype=self.DTYPE, mode=mode, shape=(count,))
+            self._memmap = np.memmap(self.path, dtype=self.DTYPE, mode="r", shape=(count,))
             # A plain ndarray view: element access without memmap's per-slice overhead.
             self._map = self._memmap.view(np.ndarray)
         self._ptr = ffi.from_buffer(self._map) if count else ffi.NULL
@@ -108,13 +121,8 @@ class _SparseIndex:
         self._buffer: Any = self._memmap._mmap if self._memmap is not None else b""  # type: ignore[attr-defined]
 
     def _advise_appends(self) -> None:
-        """No fault-around on a writable map, once its live entries are counted.
-
-        With it, the first write fault built and zeroed page-cache folios over
-        the whole preallocated file (3 ms for 10 MiB here, paid by a fresh
-        segment's first indexed append); one page per fault costs ~20 us. Set
-        after the count, whose read of the whole file wants fault-around.
-        """
+        """No fault-around or readahead on the active index's map: its reads touch only the
+        live entries, and the rest of the preallocated file is holes best left unread."""
         if self.writable and self._memmap is not None:
             self._memmap._mmap.madvise(mmap.MADV_RANDOM)  # type: ignore[attr-defined]
 
@@ -141,13 +149,13 @@ class _SparseIndex:
         assert self._map is not None
         if exact_length or not self.writable or length < self.max_index_size or len(self._map) == 0:
             return min(length // self.DTYPE.itemsize, len(self._map))
-        raw = self._map.view(np.uint8).reshape(len(self._map), self.DTYPE.itemsize)
+        size = self.DTYPE.itemsize
         low, high = 0, len(self._map)  # invariant: entries below low are live, from high on empty
         for _ in range(64):  # log2 of any entry count
             if low >= high:
                 break
             middle = (low + high) // 2
-            if raw[middle].any():
+            if any(os.pread(self._fd, size, middle * size)):  # pread: a hole stays a hole
                 low = middle + 1
             else:
                 high = middle
@@ -193,23 +201,34 @@ class _SparseIndex:
         if count <= _PACKED_ROWS_MAX:
             # An append yields one or two entries: packing them costs ~0.3 us a row,
             # numpy's field views and casts ~5 us a call.
-            pack, size, buffer = self.ENTRY.pack_into, self.ENTRY.size, self._buffer
-            for row in range(count):
-                pack(buffer, (self._entries + row) * size, int(first[row]), int(second[row]))
+            pack = self.ENTRY.pack
+            data = b"".join([pack(int(first[row]), int(second[row])) for row in range(count)])
         else:
+            rows = np.empty(count, dtype=self.DTYPE)
             names = self.DTYPE.names
             assert names is not None
-            mm[names[0]][self._entries : self._entries + count] = first
-            mm[names[1]][self._entries : self._entries + count] = second
+            rows[names[0]] = first
+            rows[names[1]] = second
+            data = rows.tobytes()
+        self._write(data, self._entries * self.DTYPE.itemsize)
         self._entries += count
+
+    def _write(self, data: bytes, position: int) -> None:
+        """``data`` at ``position`` of the file (OSError, e.g. ENOSPC, with the entries uncounted)."""
+        written = os.pwrite(self._fd, data, position)
+        for _ in range(len(data)):  # a short write writes at least one byte
+            if written >= len(data):
+                return
+            written += os.pwrite(self._fd, data[written:], position + written)
 
     def truncate_entries(self, entries: int) -> None:
         """Keep the first ``entries`` entries; zero the rest (the live-count marker)."""
-        mm = self._check_open()
+        self._check_open()
         if not 0 <= entries <= self._entries:
             raise InvalidArgumentError(f"cannot truncate {self.path} to {entries} entries")
         if self.writable:
-            mm[entries : self._entries] = np.zeros(self._entries - entries, dtype=self.DTYPE)
+            size = self.DTYPE.itemsize
+            self._write(bytes((self._entries - entries) * size), entries * size)  # written pages: no ENOSPC
             self._entries = entries
         else:
             self._entries = entries
@@ -240,14 +259,15 @@ class _SparseIndex:
 
     def flush(self) -> None:
         self._check_open()
-        if self._memmap is not None and self.writable:
-            self._memmap.flush()
+        if self._fd >= 0:
+            os.fdatasync(self._fd)
 
     def _release_map(self) -> None:
         memmap, self._memmap, self._map, self._ptr = self._memmap, None, None, ffi.NULL
-        if memmap is not None and self.writable:
-            memmap.flush()
         del memmap  # the mmap closes once no view of it is left
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def close(self) -> None:
         if self._closed:

@@ -339,11 +339,20 @@ class LogManager:
                 self._thread.join()
             for log in self._logs.values():
                 log.flush()
-            self.checkpoint()
+            try:
+                self.checkpoint()
+                clean = True
+            except OSError as e:  # a full disk: the logs are flushed, only the bookkeeping is lost
+                _log.warning(
+                    "cannot write the checkpoints of %s (%s); skipped: the next start recovers "
+                    "the logs from their segments", self.data_dir, e,
+                )
+                clean = False
             for log in self._logs.values():
                 log.close()
-            with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "wb") as f:
-                os.fsync(f.fileno())
-            fsync_directory(self.data_dir)
+            if clean:  # no clean-shutdown marker over stale checkpoints: the next start recovers
+                with open(os.path.join(self.data_dir, CLEAN_SHUTDOWN_FILE), "wb") as f:
+                    os.fsync(f.fileno())
+                fsync_directory(self.data_dir)
             self._closed = True
             self._release_directory_lock()

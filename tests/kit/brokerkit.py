@@ -55,14 +55,16 @@ class BrokerProcess:
         overrides: dict[str, str] | None = None,
         port: int | None = None,
         listeners: str | None = None,
+        log_dir: str | None = None,
     ) -> None:
-        """``listeners``: the broker's ``listeners`` (default ``PLAINTEXT://127.0.0.1:<port>``)."""
+        """``listeners``: the broker's ``listeners`` (default ``PLAINTEXT://127.0.0.1:<port>``);
+        ``log_dir``: where its log file goes (default: beside the data directory)."""
         self.data_dir = data_dir
         self.port = port or free_port()
         self.listeners = listeners or f"PLAINTEXT://127.0.0.1:{self.port}"
         self.overrides = dict(overrides or {})
         self.proc: subprocess.Popen[str] | None = None
-        self.log_path = os.path.join(os.path.dirname(data_dir), f"broker-{self.port}.log")
+        self.log_path = os.path.join(log_dir or os.path.dirname(data_dir), f"broker-{self.port}.log")
 
     @property
     def bootstrap(self) -> str:

@@ -26,7 +26,8 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext, Services
-from logstore.broker.topics import INTERNAL_TOPICS, error_for
+from logstore.broker.topics import error_for
+from logstore.coordinator.internal_topics import INTERNAL_TOPICS
 from logstore.errors import LogstoreError
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations

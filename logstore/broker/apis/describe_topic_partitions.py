@@ -43,7 +43,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.metadata_cache import NO_LEADER, MetadataCache, PartitionState
-from logstore.broker.topics import INTERNAL_TOPICS
+from logstore.coordinator.internal_topics import INTERNAL_TOPICS
 from logstore.errors import InvalidArgumentError
 from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.security import operations

@@ -24,7 +24,8 @@ from kio.schema.errors import ErrorCode
 
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
-from logstore.broker.topics import INTERNAL_TOPICS, topic_error
+from logstore.broker.topics import topic_error
+from logstore.coordinator.internal_topics import INTERNAL_TOPICS
 from logstore.protocol import AUTHORIZED_OPERATIONS_UNKNOWN, NO_THROTTLE, build, codec
 from logstore.security import operations as ops
 from logstore.security.acls import CLUSTER_NAME, ResourceType

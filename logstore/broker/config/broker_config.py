@@ -86,6 +86,9 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "connections.max.idle.ms": ("long", 600_000, 1),
     "max.incremental.fetch.session.cache.slots": ("int", 1000, 0),  # KIP-227 fetch sessions
     "log.retention.check.interval.ms": ("long", 300_000, 1),
+    # Free bytes kept in the log dir: below them produce to user topics is refused (storage/disk_space.py);
+    # -1: the smaller of 5% of the filesystem and 1 GiB (Redpanda's storage_min_free_bytes; not in Kafka).
+    "log.dir.min.free.bytes": ("long", -1, -1),
     "log.flush.scheduler.interval.ms": ("long", 1_000, 1),  # Kafka: Long.MAX
     "log.flush.offset.checkpoint.interval.ms": ("int", 60_000, 1),
     "producer.id.expiration.ms": ("int", 86_400_000, 1),

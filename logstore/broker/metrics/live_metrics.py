@@ -69,9 +69,34 @@ def broker_state(broker: LiveState) -> Iterable[Metric]:
     if not by_listener:
         active.add_metric(["PLAINTEXT"], 0)
     yield active
+    yield from _log_dir_state(broker)
     yield from _log_state(broker)
     yield from _partition_state(broker)
     yield from _group_state(broker)
+
+
+def _log_dir_state(broker: LiveState) -> Iterable[Metric]:
+    space = broker.replica_manager.space
+    if space is None:
+        return
+    labels = ["dir"]
+    free = GaugeMetricFamily(
+        "logstore_log_dir_free_bytes", "Free bytes of the log directory's filesystem.", labels=labels
+    )
+    reserve = GaugeMetricFamily(
+        "logstore_log_dir_reserve_bytes",
+        "Bytes kept free in the log directory (log.dir.min.free.bytes).",
+        labels=labels,
+    )
+    refused = GaugeMetricFamily(
+        "logstore_log_dir_produce_refused",
+        "1 while the free bytes are below the reserve: produce to user topics is refused.",
+        labels=labels,
+    )
+    free.add_metric([space.path], space.free_bytes)
+    reserve.add_metric([space.path], space.reserve_bytes)
+    refused.add_metric([space.path], int(space.below_reserve))
+    yield from (free, reserve, refused)
 
 
 def _log_state(broker: LiveState) -> Iterable[Metric]:

@@ -47,9 +47,11 @@ from logstore.broker.network.inter_broker import BrokerChannel, ChannelError
 from logstore.broker.replication.partition import AppendResult, Partition
 from logstore.broker.replication.purgatory import Purgatory
 from logstore.broker.replication.replica_fetcher import FetcherSettings, ReplicaFetcher
+from logstore.coordinator.internal_topics import INTERNAL_TOPICS
 from logstore.errors import LogstoreError, UnknownTopicError
 from logstore.protocol.errors import error_for
 from logstore.records.builder import build_control_batch
+from logstore.storage.disk_space import LogDirSpace
 from logstore.storage.log import Log, ReadResult
 from logstore.storage.log_manager import LogManager
 from logstore.storage.transactions import AbortedTxn, CompletedTxn
@@ -59,6 +61,8 @@ _log = logging.getLogger("logstore.broker")
 LEADERSHIP_WAIT_S = 0.5
 """How long a produce to an in-sync follower waits to become the leader's (:meth:`ReplicaManager._await_leadership`)."""
 
+
+SPACE_CHECK_S = 0.25  # how often the log directory's free space is read (a statvfs)
 
 class Opening(NamedTuple):
     """A transactional batch that would open its producer's transaction on a partition led here."""
@@ -95,10 +99,13 @@ class ReplicaManager:
         producer_id_expiration_ms: int,
         metrics: BrokerMetrics | None = None,
         on_transactions_completed: Callable[[str, int, list[CompletedTxn]], None] | None = None,
+        space: LogDirSpace | None = None,
     ) -> None:
         """``on_transactions_completed``: told of the transactions a marker completed (topic,
-        partition, them): the group coordinator's hook."""
+        partition, them): the group coordinator's hook. ``space``: the log directory's free
+        space; below its reserve, produce to user topics is refused (storage/disk_space.py)."""
         self.logs_by_partition = logs
+        self.space = space
         self.metadata = metadata
         self.node_id = node_id
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -209,6 +216,10 @@ class ReplicaManager:
 
         ``guard``: the batch opens a transaction its coordinator confirmed; the partition's
         guard for the producer must still be this one (no marker since), else INVALID_TXN_STATE."""
+        space = self.space
+        if space is not None and space.below_reserve and topic not in INTERNAL_TOPICS:
+            # Retriable: the client retries until delivery.timeout.ms, and space may come back.
+            return AppendResult(ErrorCode.kafka_storage_error, message=space.refusal())
         partition = self.leader_partition(topic, index)
         if partition == ErrorCode.not_leader_or_follower and self.replicated:
             partition = await self._await_leadership(topic, index)
@@ -219,6 +230,8 @@ class ReplicaManager:
         else:  # page-cache writes stay on the loop: a thread hop costs more than the write
             result = partition.append_as_leader(records, acks, self.replicated, guard)
         if result.size_appended:
+            if space is not None:
+                space.written(result.size_appended)
             self.metrics.traffic.produced(topic, result.size_appended, result.records_appended)
             # Fetches wake; of the produces waiting for the ISR, those the HW now covers.
             self.purgatory.notify((topic, index), partition.log.high_watermark)
@@ -381,6 +394,30 @@ class ReplicaManager:
         self.fetcher_settings = settings
         self.lag_ms = lag_ms
         self._spawn(self._check_isr_forever())
+
+    def watch_space(self, interval: float = SPACE_CHECK_S) -> None:
+        """Read the log directory's free space every ``interval`` seconds (on the event loop),
+        and say once per change whether produce is refused (see storage/disk_space.py)."""
+        if self.space is not None:
+            if self.space.below_reserve:
+                _log.warning("%s", self.space.refusal())
+            self._spawn(self._watch_space_forever(self.space, interval))
+
+    async def _watch_space_forever(self, space: LogDirSpace, interval: float) -> None:
+        said = space.below_reserve
+        while not self._closing:
+            await asyncio.sleep(interval)
+            space.refresh()
+            if space.below_reserve == said:
+                continue
+            said = space.below_reserve
+            if said:
+                _log.warning("%s", space.refusal())
+            else:
+                _log.info(
+                    "the log directory %s has %d bytes free, above its reserve of %d: produce accepted again",
+                    space.path, space.free_bytes, space.reserve_bytes,
+                )  # fmt: skip
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.get_running_loop().create_task(work)
