@@ -21,9 +21,10 @@ pay that on every one. Such a frame is handed out as a writable memoryview
 caller gives back with :meth:`FrameReader.release` once nothing refers to
 it; :meth:`FrameReader.trim` drops the pool (an idle connection). Once a
 connection has sent a large frame, its next read goes straight to a recycled
-buffer (when one is free): a producer's next large frame then lands where it
-stays, header included, with no copy out of the scratch buffer and one read
-fewer; a small frame read there is copied out as from the scratch buffer, and
+buffer (when one is free; at most that frame's size and SCRATCH_SIZE more): a
+producer's next large frame then lands where it stays, header included, with
+no copy out of the scratch buffer and one read fewer; what follows it in that
+read is copied out as from the scratch buffer, and after a small first frame
 the connection's reads go to the scratch buffer again.
 
 >>> reader = FrameReader(size_max=1 << 20)
@@ -111,7 +112,9 @@ class FrameReader:
         self._large_at = 0
         self._pool: list[bytearray] = []
         self._spec: bytearray | None = None  # the recycled buffer of a read in progress
-        self._expect_large = False  # the last frame was large: read the next into a recycled buffer
+        # The last frame's size when it was large (0: small): the next read goes to a recycled
+        # buffer, up to that size and SCRATCH_SIZE more (so it rarely holds a second large frame).
+        self._expect_large = 0
 
     def get_buffer(self) -> memoryview:
         """Where the socket should write next (valid until the matching :meth:`buffer_updated`)."""
@@ -124,7 +127,7 @@ class FrameReader:
         if self._expect_large and (self._spec is not None or self._pool):
             if self._spec is None:
                 self._spec = self._pool.pop()
-            return memoryview(self._spec)
+            return memoryview(self._spec)[: 4 + self._expect_large + SCRATCH_SIZE]
         return memoryview(self._shared)
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
@@ -159,6 +162,7 @@ class FrameReader:
         if used >= 4:
             (size,) = SIZE.unpack_from(buffer, 0)
             if 4 + size > SCRATCH_SIZE and size <= self.size_max:
+                self._expect_large = size
                 if 4 + size <= used:
                     frame = Frame(memoryview(buffer)[4 : 4 + size], buffer)
                     return [frame, *self._split(buffer, used, 4 + size)]
@@ -166,7 +170,7 @@ class FrameReader:
                 if used == len(buffer):
                     self._grow()
                 return []
-        self._expect_large = False
+        self._expect_large = 0
         try:
             return self._split(buffer, used)
         finally:
@@ -209,7 +213,7 @@ class FrameReader:
                 assert available < len(large)
                 large[:available] = view[at + 4 : used]
                 self._large, self._large_size, self._large_filled, self._large_at = large, size, available, 0
-                self._expect_large = True
+                self._expect_large = size
                 self._own, self._used = None, 0
                 return
             # Part of a frame: keep it in a buffer of this connection's (the frame fits).
@@ -241,7 +245,7 @@ class FrameReader:
             owner = bytearray(_rounded(size))
         with memoryview(buffer) as view:
             owner[:size] = view[at : at + size]
-        self._expect_large = True
+        self._expect_large = size
         return Frame(memoryview(owner)[:size], owner)
 
     def _grow(self) -> None:
