@@ -19,7 +19,13 @@ first touch, and a broker receiving 1 MiB produce requests would otherwise
 pay that on every one. Such a frame is handed out as a writable memoryview
 (so offsets can be assigned in place) together with its buffer, which the
 caller gives back with :meth:`FrameReader.release` once nothing refers to
-it; :meth:`FrameReader.trim` drops the pool (an idle connection).
+it; :meth:`FrameReader.trim` drops the pool (an idle connection). Once a
+connection has sent a large frame, its next read goes straight to a recycled
+buffer (when one is free; at most that frame's size and SCRATCH_SIZE more): a
+producer's next large frame then lands where it stays, header included, with
+no copy out of the scratch buffer and one read fewer; what follows it in that
+read is copied out as from the scratch buffer, and after a small first frame
+the connection's reads go to the scratch buffer again.
 
 >>> reader = FrameReader(size_max=1 << 20)
 >>> view = reader.get_buffer()
@@ -73,19 +79,23 @@ class FrameReader:
     (the next read goes to the thread's shared scratch buffer) or it holds
     ``0 < _used < len(_own) == SCRATCH_SIZE`` bytes of frames not yet complete; while a large frame is being read,
     ``_large_filled < _large_size``, ``_large_filled < len(_large)`` and
-    ``_own`` is None. Memory held for a frame is at most twice its bytes
-    received, or LARGE_INITIAL; between frames, the spare own buffer and the
-    pool, until :meth:`trim`.
+    ``_own`` is None. The frame being read starts at ``_large[_large_at]`` (0, or 4 when it
+    was read with its size into a recycled buffer, ``_spec``). Memory held for a frame is at
+    most twice its bytes received, or LARGE_INITIAL; between frames, the spare own buffer and
+    the pool, until :meth:`trim`.
     """
 
     __slots__ = (
+        "_expect_large",
         "_large",
+        "_large_at",
         "_large_filled",
         "_large_size",
         "_own",
         "_pool",
         "_shared",
         "_spare",
+        "_spec",
         "_used",
         "size_max",
     )
@@ -99,39 +109,77 @@ class FrameReader:
         self._large: bytearray | None = None
         self._large_size = 0
         self._large_filled = 0
+        self._large_at = 0
         self._pool: list[bytearray] = []
+        self._spec: bytearray | None = None  # the recycled buffer of a read in progress
+        # The last frame's size when it was large (0: small): the next read goes to a recycled
+        # buffer, up to that size and SCRATCH_SIZE more (so it rarely holds a second large frame).
+        self._expect_large = 0
 
     def get_buffer(self) -> memoryview:
         """Where the socket should write next (valid until the matching :meth:`buffer_updated`)."""
-        if self._large is not None:
-            return memoryview(self._large)[self._large_filled : min(self._large_size, len(self._large))]
+        large = self._large
+        if large is not None:
+            at = self._large_at
+            return memoryview(large)[at + self._large_filled : min(at + self._large_size, len(large))]
         if self._own is not None:
             return memoryview(self._own)[self._used :]
+        if self._expect_large and (self._spec is not None or self._pool):
+            if self._spec is None:
+                self._spec = self._pool.pop()
+            return memoryview(self._spec)[: 4 + self._expect_large + SCRATCH_SIZE]
         return memoryview(self._shared)
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
         """``nbytes`` arrived in the last buffer; returns the frames now complete."""
-        if self._large is not None:
+        large = self._large
+        if large is not None:
             self._large_filled += nbytes
-            assert self._large_filled <= min(self._large_size, len(self._large))
+            at = self._large_at
+            assert self._large_filled <= min(self._large_size, len(large) - at)
             if self._large_filled < self._large_size:
-                if self._large_filled == len(self._large):
+                if at + self._large_filled == len(large):
                     self._grow()
                 return []
-            frame = Frame(memoryview(self._large)[: self._large_size], self._large)
+            frame = Frame(memoryview(large)[at : at + self._large_size], large)
             self._large = None
             return [frame]
         if self._own is not None:
             self._used += nbytes
             assert self._used <= len(self._own)
             return self._split(self._own, self._used)
+        if self._spec is not None:
+            return self._split_recycled(nbytes)
         assert nbytes <= len(self._shared)
         return self._split(self._shared, nbytes)
 
-    def _split(self, buffer: bytearray, used: int) -> list[Frame]:
-        """The frames complete in ``buffer[:used]``; the rest goes to ``_own`` or ``_large``."""
+    def _split_recycled(self, used: int) -> list[Frame]:
+        """A read into a recycled buffer (:meth:`get_buffer`): a large first frame stays in it
+        (a view, as any large frame); anything else is split as from the scratch buffer."""
+        buffer = self._spec
+        assert buffer is not None and used <= len(buffer)
+        self._spec = None
+        if used >= 4:
+            (size,) = SIZE.unpack_from(buffer, 0)
+            if 4 + size > SCRATCH_SIZE and size <= self.size_max:
+                self._expect_large = size
+                if 4 + size <= used:
+                    frame = Frame(memoryview(buffer)[4 : 4 + size], buffer)
+                    return [frame, *self._split(buffer, used, 4 + size)]
+                self._large, self._large_size, self._large_filled, self._large_at = buffer, size, used - 4, 4
+                if used == len(buffer):
+                    self._grow()
+                return []
+        self._expect_large = 0
+        try:
+            return self._split(buffer, used)
+        finally:
+            if len(self._pool) < POOL_SIZE:  # every frame was copied out of it
+                self._pool.append(buffer)
+
+    def _split(self, buffer: bytearray, used: int, at: int = 0) -> list[Frame]:
+        """The frames complete in ``buffer[at:used]``; the rest goes to ``_own`` or ``_large``."""
         frames: list[Frame] = []
-        at = 0
         size_max = self.size_max
         while used - at >= 4:
             (size,) = SIZE.unpack_from(buffer, at)
@@ -140,7 +188,10 @@ class FrameReader:
             end = at + 4 + size
             if end > used:
                 break
-            frames.append(Frame(bytes(buffer[at + 4 : end])))
+            if 4 + size > SCRATCH_SIZE:  # only a recycled buffer holds a whole large frame
+                frames.append(self._copied(buffer, at + 4, size))
+            else:
+                frames.append(Frame(bytes(buffer[at + 4 : end])))
             at = end
         else:
             if at == used:  # the common case: whole frames only
@@ -157,11 +208,12 @@ class FrameReader:
         with memoryview(buffer) as view:
             if size >= 0 and 4 + size > SCRATCH_SIZE:
                 # Too big for the scratch buffer: read the rest straight into its own buffer.
-                large = self._take(size)
                 available = remaining - 4
-                assert available < len(large)  # available < SCRATCH_SIZE <= LARGE_INITIAL
+                large = self._take(size, available)
+                assert available < len(large)
                 large[:available] = view[at + 4 : used]
-                self._large, self._large_size, self._large_filled = large, size, available
+                self._large, self._large_size, self._large_filled, self._large_at = large, size, available, 0
+                self._expect_large = size
                 self._own, self._used = None, 0
                 return
             # Part of a frame: keep it in a buffer of this connection's (the frame fits).
@@ -175,18 +227,34 @@ class FrameReader:
                 self._own = own
             self._used = remaining
 
-    def _take(self, size: int) -> bytearray:
-        want = min(size, LARGE_INITIAL)
+    def _take(self, size: int, filled: int) -> bytearray:
+        """A buffer for a frame of ``size`` bytes of which ``filled`` (fewer) arrived: recycled if one fits."""
+        want = min(size, max(LARGE_INITIAL, 2 * filled))
         for i, buffer in enumerate(self._pool):
             if len(buffer) >= want:
                 return self._pool.pop(i)
         return bytearray(_rounded(want))
 
+    def _copied(self, buffer: bytearray, at: int, size: int) -> Frame:
+        """A whole large frame read with another into a recycled buffer: copied into its own."""
+        for i, owner in enumerate(self._pool):
+            if len(owner) >= size:
+                del self._pool[i]
+                break
+        else:
+            owner = bytearray(_rounded(size))
+        with memoryview(buffer) as view:
+            owner[:size] = view[at : at + size]
+        self._expect_large = size
+        return Frame(memoryview(owner)[:size], owner)
+
     def _grow(self) -> None:
         """A bigger buffer for the frame being read (the old one may still be exported: copy)."""
-        assert self._large is not None
-        bigger = bytearray(_rounded(min(self._large_size, 2 * len(self._large))))
-        bigger[: self._large_filled] = self._large[: self._large_filled]
+        large = self._large
+        assert large is not None
+        end = self._large_at + self._large_filled
+        bigger = bytearray(_rounded(min(self._large_at + self._large_size, 2 * len(large))))
+        bigger[:end] = large[:end]
         self._large = bigger
 
     def release(self, frame: Frame) -> None:
@@ -198,6 +266,7 @@ class FrameReader:
         """Drop the recycled buffers (the connection has gone quiet)."""
         self._pool.clear()
         self._spare = None
+        self._spec = None
 
     @property
     def held(self) -> int:
@@ -205,6 +274,7 @@ class FrameReader:
         own = len(self._own) if self._own is not None else 0
         own += len(self._spare) if self._spare is not None else 0
         large = len(self._large) if self._large is not None else 0
+        large += len(self._spec) if self._spec is not None else 0
         return own + large + sum(len(buffer) for buffer in self._pool)
 
 

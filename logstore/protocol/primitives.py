@@ -77,7 +77,13 @@ class WireCursor:
         return int(value)
 
     def uvarint(self) -> int:
-        value, self.at = read_uvarint(self.frame, self.at, self.end, self.context)
+        at = self.at
+        if at < self.end:
+            byte = self.frame[at]
+            if byte < 0x80:  # one byte: lengths, counts and tags nearly always
+                self.at = at + 1
+                return int(byte)
+        value, self.at = read_uvarint(self.frame, at, self.end, self.context)
         return value
 
     def length(self, legacy: struct.Struct) -> int:

@@ -44,6 +44,7 @@ from logstore.errors import ClosedError, CorruptIndexError, InvalidArgumentError
 
 # Entries an append writes one by one rather than through numpy.
 _PACKED_ROWS_MAX = 4
+_TIMESTAMP = struct.Struct(">q")  # a time index entry's first field
 
 
 class IndexFullError(InvalidArgumentError):
@@ -398,10 +399,13 @@ class TimeIndex(_SparseIndex):
 
     @property
     def last_timestamp(self) -> int:
-        """The last entry's timestamp, or -1. O(1)."""
-        if not self._entries:
+        """The last entry's timestamp, or -1. O(1); read straight from the map (every append asks)."""
+        entries = self._entries
+        if not entries:
             return -1
-        return self.entry(self._entries - 1)[0]
+        self._check_open()
+        (timestamp,) = _TIMESTAMP.unpack_from(self._buffer, (entries - 1) * self.ENTRY.size)
+        return int(timestamp)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add an entry if ``timestamp`` exceeds the last one (Kafka's maybeAppend)."""

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from logstore.protocol.framing import SCRATCH_SIZE, FrameReader, FrameSizeError
+from logstore.protocol.framing import SCRATCH_SIZE, Frame, FrameReader, FrameSizeError
 
 pytestmark = pytest.mark.unit
 
@@ -103,3 +103,57 @@ def test_idle_readers_hold_no_buffer_and_share_the_scratch() -> None:
     assert reader.held == SCRATCH_SIZE  # kept for the next partial frame, until trimmed
     reader.trim()
     assert reader.held == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_frames_held_while_more_arrive_keep_their_bytes(seed: int) -> None:
+    """Large frames read straight into recycled buffers (several per read, partial ones, small
+    ones between) stay intact while held, released in any order: no buffer is in two hands."""
+    rng = random.Random(seed)
+    reader = FrameReader(6_000_000)
+    choices = [8, 100, 5000, SCRATCH_SIZE - 4, SCRATCH_SIZE, 440_000, 1_100_000, 2_500_000]
+    sizes = [rng.choice(choices) for _ in range(60)]
+    payloads = [rng.randbytes(size) for size in sizes]
+    stream = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+    held: list[tuple[int, Frame]] = []
+    got: list[int] = []
+    at = 0
+    while at < len(stream):
+        buffer = reader.get_buffer()
+        n = min(len(buffer), len(stream) - at, rng.choice([3, 1000, 300_000, 3_000_000, 8_000_000]))
+        buffer[:n] = stream[at : at + n]
+        at += n
+        for frame in reader.buffer_updated(n):
+            held.append((len(got), frame))
+            got.append(len(frame))
+        while held and rng.random() < 0.5:
+            index, frame = held.pop(rng.randrange(len(held)))
+            assert bytes(frame.data) == payloads[index]
+            reader.release(frame)  # its bytes may be overwritten from now on
+    assert all(bytes(frame.data) == payloads[index] for index, frame in held)
+    assert got == sizes
+
+
+def test_a_large_frame_after_a_large_one_is_read_where_it_stays() -> None:
+    reader = FrameReader(4_000_000)
+    payload = b"z" * 500_000
+    stream = struct.pack(">i", len(payload)) + payload
+    for round_ in range(3):
+        buffer = reader.get_buffer()
+        if round_:  # a recycled buffer, not the scratch one: the size and body land in place
+            assert len(buffer) > len(stream)
+        n = min(len(buffer), len(stream))
+        buffer[:n] = stream[:n]
+        frames = reader.buffer_updated(n)
+        while not frames:
+            buffer = reader.get_buffer()
+            buffer[: len(stream) - n] = stream[n:]
+            frames = reader.buffer_updated(len(stream) - n)
+        (frame,) = frames
+        assert frame.data == payload and not frame.data.readonly
+        reader.release(frame)
+    # a small frame next: copied out, and reads go to the scratch buffer again
+    small = struct.pack(">i", 10) + b"s" * 10
+    reader.get_buffer()[: len(small)] = small
+    assert [bytes(frame.data) for frame in reader.buffer_updated(len(small))] == [b"s" * 10]
+    assert len(reader.get_buffer()) == SCRATCH_SIZE

@@ -62,11 +62,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 result = AppendResult(error)
             elif denied:
                 result = AppendResult(ErrorCode.topic_authorization_failed)
-            elif (topic.name, data.index) in refused:
+            elif refused and (topic.name, data.index) in refused:
                 result = refused[(topic.name, data.index)]
             else:
                 try:
-                    guard = guards.get((topic.name, data.index))
+                    guard = guards.get((topic.name, data.index)) if guards else None
                     result = await replicas.append(topic.name, data.index, data.records, acks, guard)
                 except Exception:  # one partition's bug must not fail the others, nor the connection
                     _log.exception("producing to %s-%d failed", topic.name, data.index)

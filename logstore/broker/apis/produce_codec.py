@@ -67,6 +67,10 @@ def decode(frame: bytes | memoryview, at: int, version: int) -> tuple[Any, int]:
 
 _I64 = struct.Struct(">q")
 _PARTITION_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
+_PARTITION_V5 = struct.Struct(">ihqqq")  # and the log start offset
+# From v8, a partition without record errors or message ends with an empty record_errors
+# array and a null error_message (then its empty tags when flexible).
+_NO_RECORD_ERRORS = {False: SIZE.pack(0) + b"\xff\xff", True: b"\x01\x00" + EMPTY_TAGS}
 
 
 PartitionAnswer = tuple[int, int, int, int, int, str | None, tuple[tuple[int, str | None], ...]]
@@ -82,6 +86,10 @@ def encode_body(version: int, topics: list[tuple[str, list[PartitionAnswer]]]) -
         out += wire_string(name, flexible, False)
         out += wire_count(len(partitions), flexible)
         for index, error, base_offset, append_time, log_start, message, record_errors in partitions:
+            if version >= 8 and message is None and not record_errors:  # nearly every answer
+                out += _PARTITION_V5.pack(index, error, base_offset, append_time, log_start)
+                out += _NO_RECORD_ERRORS[flexible]
+                continue
             out += _PARTITION_V3.pack(index, error, base_offset, append_time)
             if version >= 5:
                 out += _I64.pack(log_start)

@@ -214,11 +214,12 @@ class Connection(asyncio.BufferedProtocol):
         frame: Frame | None = None
         answer: Answer = None
         dispatch = self.broker.dispatcher.dispatch
+        loop = asyncio.get_running_loop()
         try:
             while not self.closed:
                 if not self._frames:
                     frame = answer = None  # an idle connection keeps neither its last request nor answer
-                    waiter = self._waiter = asyncio.get_running_loop().create_future()
+                    waiter = self._waiter = loop.create_future()
                     try:
                         await waiter
                     finally:
@@ -275,7 +276,12 @@ class Connection(asyncio.BufferedProtocol):
         if chunks is None or self.closed:
             pass
         elif len(chunks) == 1 and type(chunks[0]) in _QUEUEABLE and not self._write_paused:
-            self._queue(chunks[0])  # the common small answer, without _send's coroutine
+            chunk = chunks[0]
+            if self._frames or self._pending or self._answers is not None or type(chunk) is DeferredFrame:
+                self._queue(chunk)  # the common small answer, without _send's coroutine
+            elif self.transport is not None and not self.transport.is_closing():
+                # No request waits behind it to share a send: out now, without a loop pass.
+                self.transport.write(chunk)
         else:
             await self._send(chunks)
         if throttle_ms:  # KIP-219: answered at once, then not read for the throttle time
