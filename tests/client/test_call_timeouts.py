@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 
 import logstore.client
+import logstore.client.admin
 
 pytestmark = pytest.mark.integration
 
@@ -87,3 +89,29 @@ def test_consumer_poll_and_list_topics_keep_their_timeouts(
         assert took <= 1.6, f"{client}/{kind}: list_topics(timeout=1.0) took {took:.1f} s"
     finally:
         consumer.close()
+
+
+ADMINS = {"logstore": (logstore.client.admin.AdminClient, logstore.client.admin.NewTopic),
+          "confluent": (confluent_kafka.admin.AdminClient, confluent_kafka.admin.NewTopic)}  # fmt: skip
+
+
+@pytest.mark.parametrize("client", sorted(ADMINS))
+@pytest.mark.parametrize("kind", ["refused", "silent"])
+def test_admin_calls_keep_their_request_timeout(client: str, kind: str, silent_port: int, refused_port: int) -> None:
+    admin_class, new_topic = ADMINS[client]
+    admin = admin_class({"bootstrap.servers": _address(kind, silent_port, refused_port)})
+    calls = {
+        "create_topics": lambda: admin.create_topics([new_topic("x", 1, 1)], request_timeout=1.0)["x"].result(10),
+        "describe_cluster": lambda: admin.describe_cluster(request_timeout=1.0).result(10),
+        "list_topics": lambda: admin.list_topics(timeout=1.0),
+    }
+    for name, call in calls.items():
+        start = time.monotonic()
+        with pytest.raises(kafka_exceptions(client)):
+            call()
+        took = time.monotonic() - start
+        assert took <= 1.6, f"{client}/{kind}: {name} with a 1 s timeout took {took:.1f} s"
+
+
+def kafka_exceptions(client: str) -> tuple[type[BaseException], ...]:
+    return (CLIENTS[client].KafkaException,)  # not TimeoutError: the call itself gave up in time

@@ -142,7 +142,7 @@ class AclsAdmin(AdminBase):
                 futures, response.results, "CreateAcls: one result per ACL expected", lambda _: None
             )
 
-        self._submit(futures.values(), work)
+        self._submit(futures.values(), work, deadline)
         return futures
 
     def describe_acls(
@@ -158,7 +158,7 @@ class AclsAdmin(AdminBase):
             response = self._call(DESCRIBE_ACLS, acl_binding_filter.wire_filter(), deadline)
             future.set_result([_binding(r, a) for r in response.resources for a in r.acls])
 
-        self._submit([future], work)
+        self._submit([future], work, deadline)
         return future
 
     def delete_acls(
@@ -175,7 +175,7 @@ class AclsAdmin(AdminBase):
             _settle_in_order(futures, response.filter_results, "DeleteAcls: one result per filter expected",
                              lambda r: [_binding(m, m) for m in r.matching_acls])  # fmt: skip
 
-        self._submit(futures.values(), work)
+        self._submit(futures.values(), work, deadline)
         return futures
 
 

@@ -142,13 +142,16 @@ class AdminBase:
     def __len__(self) -> int:
         return 0
 
-    def _submit(self, futures: Iterable[Future[Any]], work: Callable[[], None]) -> None:
-        """Run ``work`` on a worker; any future it leaves unsettled fails (with its exception, if it raised)."""
+    def _submit(self, futures: Iterable[Future[Any]], work: Callable[[], None], deadline: float | None) -> None:
+        """Run ``work`` on a worker, every wait of it cut at ``deadline`` (``time.monotonic()``:
+        connecting to a broker that never answers included); any future it leaves unsettled
+        fails (with its exception, if it raised)."""
         owned = list(futures)
 
         def run() -> None:
             try:
-                work()
+                with self._cluster.deadline(deadline):
+                    work()
             except BaseException as e:
                 failure = e
             else:

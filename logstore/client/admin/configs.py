@@ -245,7 +245,7 @@ class ConfigsAdmin(AdminBase):
                 futures, self._to_controller(api_key, resources, build, parse, deadline, self._config_route)
             )
 
-        self._submit(futures.values(), work)
+        self._submit(futures.values(), work, deadline)
         return futures
 
     def describe_configs(

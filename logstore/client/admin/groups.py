@@ -279,7 +279,7 @@ class GroupsAdmin(AdminBase):
                     valid[g.group_id] = ConsumerGroupListing(g.group_id, g.protocol_type == "", state, kind)
             future.set_result(ListConsumerGroupsResult(list(valid.values()), errors))
 
-        self._submit([future], work)
+        self._submit([future], work, deadline)
         return future
 
     @staticmethod
@@ -335,7 +335,7 @@ class GroupsAdmin(AdminBase):
         def work() -> None:
             settle(futures, self._to_coordinators(DESCRIBE_GROUPS, group_ids, build, parse, deadline))
 
-        self._submit(futures.values(), work)
+        self._submit(futures.values(), work, deadline)
         return futures
 
     def delete_consumer_groups(
@@ -357,7 +357,7 @@ class GroupsAdmin(AdminBase):
             settle(futures, self._to_coordinators(DELETE_GROUPS, group_ids, lambda gs: {"groups_names": gs}, parse,
                                                    deadline))  # fmt: skip
 
-        self._submit(futures.values(), work)
+        self._submit(futures.values(), work, deadline)
         return futures
 
     def list_consumer_group_offsets(
@@ -475,7 +475,7 @@ class GroupsAdmin(AdminBase):
                                              lambda response, _: {group: parse(response)}, deadline)  # fmt: skip
             settle(futures, outcomes)
 
-        self._submit(futures.values(), work)
+        self._submit(futures.values(), work, deadline)
         return futures
 
 

@@ -68,5 +68,5 @@ class LogDirsAdmin(AdminBase):
                 out[broker] = dirs
             future.set_result(out)
 
-        self._submit([future], work)
+        self._submit([future], work, deadline)
         return future

@@ -166,10 +166,10 @@ class MetadataAdmin(AdminBase):
         )
         if self._closed:
             raise RuntimeError("AdminClient has been closed")
-        conn = self._cluster.any_connection()
-        response = self._wait(
-            conn.send(METADATA, metadata_fields(topics)), time.monotonic() + limit, "Metadata"
-        )
+        deadline = time.monotonic() + limit
+        with self._cluster.deadline(deadline):  # a broker that never answers: connecting is cut too
+            conn = self._cluster.any_connection()
+        response = self._wait(conn.send(METADATA, metadata_fields(topics)), deadline, "Metadata")
         return response, conn.node_id
 
     def describe_cluster(
@@ -193,7 +193,7 @@ class MetadataAdmin(AdminBase):
                                       operations(int(response.cluster_authorized_operations)))
             )  # fmt: skip
 
-        self._submit([future], work)
+        self._submit([future], work, deadline)
         return future
 
 

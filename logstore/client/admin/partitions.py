@@ -294,7 +294,7 @@ class PartitionsAdmin(AdminBase):
             outcomes = self._to_leaders(api_key, partitions, build, parse, deadline)
             settle(futures, {TopicPartition(t, p): outcome for (t, p), outcome in outcomes.items()})
 
-        self._submit(futures.values(), work)
+        self._submit(futures.values(), work, deadline)
 
     # -- leaders and replicas (the controller's) ---------------------------------
 
@@ -332,7 +332,7 @@ class PartitionsAdmin(AdminBase):
                     result[TopicPartition(topic.topic, p.partition_id)] = error
             future.set_result(result)
 
-        self._submit([future], work)
+        self._submit([future], work, deadline)
         return future
 
     def alter_partition_reassignments(
@@ -378,7 +378,7 @@ class PartitionsAdmin(AdminBase):
                     outcomes[TopicPartition(topic.name, p.partition_index)] = error
             settle(futures, outcomes)
 
-        self._submit(futures.values(), work)
+        self._submit(futures.values(), work, deadline)
         return futures
 
     def list_partition_reassignments(
@@ -407,5 +407,5 @@ class PartitionsAdmin(AdminBase):
                 for p in topic.partitions
             })  # fmt: skip
 
-        self._submit([future], work)
+        self._submit([future], work, deadline)
         return future

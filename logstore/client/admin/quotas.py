@@ -56,7 +56,7 @@ class QuotasAdmin(AdminBase):
                 for entry in response.entries
             })  # fmt: skip
 
-        self._submit([future], work)
+        self._submit([future], work, deadline)
         return future
 
     def alter_client_quotas(
@@ -88,5 +88,5 @@ class QuotasAdmin(AdminBase):
                 else:
                     future.set_result(None)
 
-        self._submit(futures, work)
+        self._submit(futures, work, deadline)
         return futures

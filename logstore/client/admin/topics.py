@@ -237,7 +237,7 @@ class TopicsAdmin(AdminBase):
                 futures, self._to_controller(api_key, names, build, _topic_results(results_field), deadline)
             )
 
-        self._submit(futures.values(), work)
+        self._submit(futures.values(), work, deadline)
         return futures
 
     def describe_topics(
@@ -289,7 +289,7 @@ class TopicsAdmin(AdminBase):
                 )  # fmt: skip
             settle(futures, outcomes)
 
-        self._submit(futures.values(), work)
+        self._submit(futures.values(), work, deadline)
         return futures
 
 
