@@ -15,6 +15,7 @@ import pytest
 
 import logstore.client
 import logstore.client.admin
+from tests.kit.brokerkit import BrokerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +89,7 @@ def test_consumer_poll_and_list_topics_keep_their_timeouts(
         took = time.monotonic() - start
         assert took <= 1.6, f"{client}/{kind}: list_topics(timeout=1.0) took {took:.1f} s"
     finally:
-        consumer.close()
+        consumer.close()  # librdkafka waits up to session.timeout.ms for a coordinator that is gone
 
 
 ADMINS = {"logstore": (logstore.client.admin.AdminClient, logstore.client.admin.NewTopic),
@@ -115,3 +116,42 @@ def test_admin_calls_keep_their_request_timeout(client: str, kind: str, silent_p
 
 def kafka_exceptions(client: str) -> tuple[type[BaseException], ...]:
     return (CLIENTS[client].KafkaException,)  # not TimeoutError: the call itself gave up in time
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_a_broker_that_dies_mid_request(client: str, tmp_path: Any) -> None:
+    """kill -9 with a record in flight and a consumer in its group: the record's report comes at
+    delivery.timeout.ms, poll keeps its timeout, and error_cb says the broker is gone."""
+    kafka: Any = CLIENTS[client]
+    broker = BrokerProcess(str(tmp_path / "data")).start()
+    errors: list[str] = []
+    on_error = lambda e: errors.append(e.name())  # noqa: E731
+    producer = kafka.Producer({"bootstrap.servers": broker.bootstrap, "delivery.timeout.ms": 3000,
+                               "linger.ms": 50, "error_cb": on_error})  # fmt: skip
+    consumer = kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "session.timeout.ms": 6000,
+                               "auto.offset.reset": "earliest", "error_cb": on_error})  # fmt: skip
+    try:
+        producer.produce("t", b"first")
+        assert producer.flush(10) == 0
+        consumer.subscribe(["t"])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # in the group, reading
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                break
+        else:
+            pytest.fail("the consumer read nothing")
+        broker.kill()
+        killed = time.monotonic()
+        reports: list[tuple[float, Any]] = []
+        producer.produce("t", b"second", on_delivery=lambda err, msg: reports.append((time.monotonic() - killed, err)))
+        assert producer.flush(10) == 0
+        (at, error), = reports
+        assert error is not None and error.code() == kafka.KafkaError._MSG_TIMED_OUT and 2.5 <= at <= 4.0, (at, error)
+        for _ in range(3):
+            start = time.monotonic()
+            consumer.poll(1.0)
+            assert time.monotonic() - start <= 1.6
+        assert {"_ALL_BROKERS_DOWN", "_TRANSPORT"} & set(errors), errors
+    finally:
+        consumer.close()  # librdkafka waits up to session.timeout.ms for a coordinator that is gone
