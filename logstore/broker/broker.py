@@ -114,7 +114,7 @@ class Broker:
                 raise InvalidConfigError(
                     "zookeeper.connect: an embedded broker runs alone; run `logstore broker`"
                 )
-            self.log_manager = LogManager(self.data_dir, **intervals)
+            self.log_manager = LogManager(self.data_dir, replicated=True, **intervals)
             self.controller: TopicController = NotJoined()
         else:
             self.store = store or Store(self.data_dir, config.log_defaults(), **intervals)

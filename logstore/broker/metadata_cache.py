@@ -100,6 +100,14 @@ class MetadataCache:
 
     # -- brokers -------------------------------------------------------------
 
+    def set_cluster_id(self, cluster_id: str) -> None:
+        """The cluster's id (a cluster broker learns it when it joins)."""
+        self.cluster_id = cluster_id
+
+    def set_controller(self, node_id: int) -> None:
+        """The controller's broker id (NO_LEADER: none known)."""
+        self.controller_id = node_id
+
     def set_brokers(self, brokers: Iterable[BrokerEndpoint]) -> None:
         """Replace the set of live brokers. O(B)."""
         fresh = {b.node_id: b for b in brokers}

@@ -250,7 +250,7 @@ class ZkBroker:
         cluster = self.zk.get_or_create_cluster_id(cluster_id)
         self._load_local_logs()
         self.zk.register_broker(self.registration())
-        self.metadata.cluster_id = cluster
+        self.metadata.set_cluster_id(cluster)
         self.zk.add_state_listener(self._on_session)
         self._worker = threading.Thread(target=self._run, name=f"logstore-zk-{self.node_id}", daemon=True)
         self._worker.start()
@@ -267,7 +267,7 @@ class ZkBroker:
     def _load_local_logs(self) -> None:
         """Open the logs on disk of replicas still assigned here; delete the rest (a topic
         deleted, or a replica moved, while this broker was down)."""
-        self.logs.replicated = True  # high watermarks from replication-offset-checkpoint
+        assert self.logs.replicated, "a cluster broker's LogManager keeps replicated high watermarks"
         configs: dict[tuple[str, int], LogConfig] = {}
         stale: list[tuple[str, int]] = []
         assignments: dict[str, TopicAssignment | None] = {}
@@ -418,14 +418,14 @@ class ZkBroker:
             self.zk.register_broker(self.registration())
             event = "controller"
         if event == "controller":
-            self.metadata.controller_id = self.zk.controller_id() or NO_LEADER
+            self.metadata.set_controller(self.zk.controller_id() or NO_LEADER)
             if self.metadata.controller_id == NO_LEADER or self.controller.active:
                 if self.controller.elect():
-                    self.metadata.controller_id = self.node_id
+                    self.metadata.set_controller(self.node_id)
                     self._apply_own(self.controller.on_brokers_changed())
                     self._delete_marked()
                 else:
-                    self.metadata.controller_id = self.zk.controller_id() or NO_LEADER
+                    self.metadata.set_controller(self.zk.controller_id() or NO_LEADER)
         elif event == "brokers":
             live = self.zk.live_brokers()
             self.metadata.set_brokers(

@@ -116,6 +116,11 @@ class FrameReader:
         # buffer, up to that size and SCRATCH_SIZE more (so it rarely holds a second large frame).
         self._expect_large = 0
 
+    def limit(self, size_max: int) -> None:
+        """Frames above ``size_max`` bytes end the stream from now on (SASL's pre-auth cap)."""
+        assert size_max > 0
+        self.size_max = size_max
+
     def get_buffer(self) -> memoryview:
         """Where the socket should write next (valid until the matching :meth:`buffer_updated`)."""
         large = self._large

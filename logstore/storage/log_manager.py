@@ -77,6 +77,7 @@ class LogManager:
         retention_check_interval_ms: int = 300_000,
         checkpoint_interval_ms: int = 60_000,
         cleaner_backoff_ms: int = 15_000,
+        replicated: bool = False,
     ) -> None:
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
@@ -87,7 +88,7 @@ class LogManager:
         self._loaded = False
         # Replicated (a cluster broker): each log's HW is its own, from replication-offset-checkpoint
         # (0 for a log not in it), never simply the log end as on a broker alone.
-        self.replicated = False
+        self.replicated = replicated
         self._lock_fd = self._acquire_directory_lock()
         self._logs: dict[TopicPartition, Log] = {}
         self._cleaner = Cleaner()

@@ -633,7 +633,8 @@ def emulate_power_loss(
       what was written after the fsync), a holed one (the same with a run of
       zeros inside: pages that never reached the disk), a zero-filled tail or
       a garbage tail.
-    - An index file (mmap'd, msync'd, never fsynced) holds, at random, that
+    - An index file (written with pwrite, fdatasync'd when its segment is
+      flushed, trimmed to its live entries on roll) holds, at random, that
       durable content, what it held at the kill, or zeros.
 
     ``untrimmed_indexes=False`` keeps index files at their live entries (as
@@ -672,7 +673,11 @@ def emulate_power_loss(
         elif now is not None and listing.get(name) == now[0]:
             size = synced_size(name, now[0])
             base = baseline.files.get(name)
-            if size is not None:
+            if size is not None and len(now[1]) < size and name.endswith((".index", ".timeindex")):
+                # Trimmed to its live entries after its last fsync (a roll, a close): the trim
+                # reached the disk, or it did not and the zeros past the live entries are back.
+                durable = rng.choice([now[1], now[1] + bytes(size - len(now[1]))])
+            elif size is not None:
                 assert len(now[1]) >= size, f"power-loss emulation: {name} shrank below its fsynced size"
                 durable = now[1][:size]
             elif base is not None and base[0] == now[0]:

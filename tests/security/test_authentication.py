@@ -22,7 +22,8 @@ import pytest
 
 from tests.kit.brokerkit import BrokerProcess, cli, free_port, wait_until
 from tests.kit.certs import Issued, TestPKI
-from tests.kit.saslkit import SaslWire, metadata_request, tls_context
+from tests.kit.saslkit import SaslWire, authenticate_request, metadata_request, tls_context
+from tests.kit.wire import request_class
 
 pytestmark = pytest.mark.integration
 
@@ -439,7 +440,7 @@ def test_requests_before_authentication_are_not_served(secured: Secured, listene
         assert client.handshake("PLAIN").error_code.value == 0
         assert not client.answered(metadata_request(canary))
     with SaslWire(secured.at(listener), tls=tls) as client:  # ApiVersions is served, then authentication
-        assert client.answered(__import__("wire").request_class(18, 3)(
+        assert client.answered(request_class(18, 3)(
             client_software_name="t", client_software_version="1"))  # fmt: skip
         assert client.plain("alice", "alice-secret").error_code.value == 0
         assert client.answered(metadata_request())
@@ -682,7 +683,7 @@ def test_large_frames_wait_for_authentication(secured: Secured) -> None:
     """sasl.server.max.receive.size (512 KiB): no big frame before SASL completes; any after."""
     with SaslWire(secured.at("SASL_PLAINTEXT")) as client:
         assert client.handshake("PLAIN").error_code.value == 0
-        assert not client.answered(__import__("saslkit").authenticate_request(b"\0alice\0" + b"x" * 600_000))
+        assert not client.answered(authenticate_request(b"\0alice\0" + b"x" * 600_000))
         assert client.is_closed(1)
     import confluent_kafka as ck
 

@@ -439,8 +439,7 @@ class Connection(asyncio.BufferedProtocol):
     @frame_limit.setter
     def frame_limit(self, size: int) -> None:
         """SASL caps frames until the client has authenticated (``sasl.server.max.receive.size``)."""
-        assert size > 0
-        self._reader.size_max = size
+        self._reader.limit(size)
 
     def _drop_answers(self) -> None:
         """The connection is gone: the deferred answers' waits end (cancelled), none is written."""

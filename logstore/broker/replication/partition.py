@@ -405,6 +405,20 @@ class Partition:
             if self.is_leader and b != self.node_id and b not in self.remotes:
                 self.remotes[b] = ReplicaProgress(b, 0)
 
+    def observe(self, state: PartitionState) -> None:
+        """The metadata's state of this partition, on a broker alone (it leads what it holds)."""
+        assert not self.replicated
+        self.state = state
+
+    def request_isr(self, isr: tuple[int, ...]) -> None:
+        """An AlterPartition asking for ``isr`` is in flight (:meth:`maximal_isr` counts it)."""
+        self.pending_isr = isr
+
+    def settle_isr_request(self, isr: tuple[int, ...]) -> None:
+        """The AlterPartition asking for ``isr`` was answered (a newer one in flight stays)."""
+        if self.pending_isr == isr:
+            self.pending_isr = None
+
     # -- the leader's bookkeeping ---------------------------------------------
 
     def maximal_isr(self) -> tuple[int, ...]:

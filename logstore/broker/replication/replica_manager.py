@@ -140,7 +140,7 @@ class ReplicaManager:
         state = self.metadata.partition_state(topic, index)
         if found is not None and found.log is log:
             if state is not None:
-                found.state = state
+                found.observe(state)
             return found
         if state is None:  # the log is here, the cache not yet (a topic made this instant)
             return None
@@ -473,11 +473,8 @@ class ReplicaManager:
         key = (topic, index)
         partition = self._partitions.get(key)
         if partition is None or partition.log is not log:
-            partition = Partition(
-                topic, index, log, state, self.producer_id_expiration_ms, self.node_id, True
-            )
-            partition.is_leader = False
-            partition.state = PartitionState(NO_LEADER, -1, state.replicas, ())
+            nobody = PartitionState(NO_LEADER, -1, state.replicas, ())  # until the state below is applied
+            partition = Partition(topic, index, log, nobody, self.producer_id_expiration_ms, self.node_id, True)
             self._partitions[key] = partition
         old = partition.state
         if state.leader == self.node_id:
@@ -500,7 +497,7 @@ class ReplicaManager:
             self._follow(partition, state)
             self.purgatory.notify(key)  # waiting fetches and produces learn they lost leadership
         else:
-            partition.state = state
+            partition.update_state(state)
 
     def _follow(self, partition: Partition, state: PartitionState) -> None:
         key = (partition.topic, partition.index)
@@ -560,7 +557,7 @@ class ReplicaManager:
                     self._alter_isr(partition, shrunk)
 
     def _alter_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
-        partition.pending_isr = isr
+        partition.request_isr(isr)
         self._spawn(self._send_alter_partition(partition, isr, partition.state.isr))
 
     async def _send_alter_partition(
@@ -592,7 +589,7 @@ class ReplicaManager:
                                 tuple(answer.isr), partition.state.offline, answer.partition_epoch,
                             )
                         )  # fmt: skip
-                        partition.pending_isr = None
+                        partition.settle_isr_request(isr)
                         partition.maybe_advance_high_watermark()
                         self.purgatory.notify(key)
                         _log.info("%s-%d: ISR now %s", *key, list(answer.isr))
@@ -604,8 +601,7 @@ class ReplicaManager:
                 "%s-%d: AlterPartition to %s refused: %s", *key, list(isr), getattr(error, "name", error)
             )
             await asyncio.sleep(self.fetcher_settings.backoff_ms / 1000)
-        if partition.pending_isr == isr:
-            partition.pending_isr = None
+        partition.settle_isr_request(isr)
 
     def _alter_request(self, partition: Partition, isr: tuple[int, ...]) -> dict[str, Any]:
         return {
