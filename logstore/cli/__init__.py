@@ -17,6 +17,7 @@ from logstore.cli.broker import broker
 from logstore.cli.cluster import cluster
 from logstore.cli.console import consume, produce
 from logstore.cli.groups import groups
+from logstore.cli.log_dirs import log_dirs
 from logstore.cli.perf import perf
 from logstore.cli.quotas import quotas
 from logstore.cli.reassign import reassign_partitions
@@ -31,5 +32,7 @@ def main() -> None:
     """logstore: a Kafka-compatible commit log in Python with a C core."""
 
 
-for _command in (broker, cluster, topics, produce, consume, groups, acls, users, quotas, perf, reassign_partitions):
+for _command in (
+    broker, cluster, topics, produce, consume, groups, acls, users, quotas, log_dirs, perf, reassign_partitions,
+):
     main.add_command(_command)

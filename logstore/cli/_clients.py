@@ -5,11 +5,14 @@ A leaf of the CLI: the command modules import it; it imports none of them.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
+
+import click
 
 from logstore.errors import LogstoreError
 
@@ -92,3 +95,18 @@ def select_client(name: str) -> None:
 def selected_module(tool: str, error: type[LogstoreError]) -> ModuleType:
     """The client library chosen with :func:`select_client`."""
     return kafka_module(_SELECTED[0], tool, error)
+
+
+@contextlib.contextmanager
+def logstore_admin(bootstrap_server: str) -> Iterator[Any]:
+    """logstore's AdminClient on the broker; an error ends the command with the broker's message."""
+    # deferred: logstore.client takes ~0.3 s to import, which `logstore --help` need not wait for
+    from logstore.client.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_server})
+    try:
+        yield admin
+    except Exception as e:
+        raise click.ClickException(kafka_reason(e)) from None
+    finally:
+        admin.close()

@@ -11,13 +11,9 @@ printed with its message and exit 1.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from typing import Any
-
 import click
 
-from logstore.cli._clients import kafka_reason
+from logstore.cli._clients import logstore_admin
 from logstore.cli._options import BOOTSTRAP_OPTION, with_options
 
 
@@ -52,21 +48,6 @@ _entity_options = with_options(
 """The entity, the broker and the timeout: the options of both commands."""
 
 
-@contextlib.contextmanager
-def _admin(bootstrap_server: str) -> Iterator[Any]:
-    """logstore's AdminClient on the broker; an error ends the command with the broker's message."""
-    # deferred: logstore.client takes ~0.3 s to import, which `logstore --help` need not wait for
-    from logstore.client.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap_server})
-    try:
-        yield admin
-    except Exception as e:
-        raise click.ClickException(kafka_reason(e)) from None
-    finally:
-        admin.close()
-
-
 @click.group()
 def quotas() -> None:
     """Client quotas, like kafka-configs --entity-type users/clients/ips.
@@ -89,7 +70,7 @@ def describe(user: str | None, user_default: bool, client_id: str | None, client
              ip: str | None, ip_default: bool, bootstrap_server: str, timeout: float, strict: bool) -> None:  # fmt: skip
     """Print the quotas of the entities matching the options, one line each (kafka-configs' form)."""
     entity = _entity(user, user_default, client_id, client_default, ip, ip_default)
-    with _admin(bootstrap_server) as admin:
+    with logstore_admin(bootstrap_server) as admin:
         found = admin.describe_client_quotas(list(entity.items()), strict=strict, request_timeout=timeout).result()
     for names, values in sorted(found.items(), key=lambda item: str(item[0])):
         shown = ", ".join(f"{kind} {'<default>' if name is None else repr(name)}" for kind, name in names)
@@ -124,7 +105,7 @@ def alter(user: str | None, user_default: bool, client_id: str | None, client_de
         ops[key] = None
     if not ops:
         raise click.UsageError("give --add-config and/or --delete-config")
-    with _admin(bootstrap_server) as admin:
+    with logstore_admin(bootstrap_server) as admin:
         (future,) = admin.alter_client_quotas([(entity, ops)], validate_only=validate_only, request_timeout=timeout)
         future.result()
     click.echo(
