@@ -29,11 +29,14 @@ def _size(value: int) -> str:
     """Bytes for a person: ``-1`` (the broker does not say) as ``?``."""
     if value < 0:
         return "?"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024  # type: ignore[assignment]
-    raise AssertionError("unreachable")
+    if value < 1024:
+        return f"{value} B"
+    scaled, unit = value / 1024, "KiB"
+    for bigger in ("MiB", "GiB"):
+        if scaled < 1024:
+            break
+        scaled, unit = scaled / 1024, bigger
+    return f"{scaled:.1f} {unit}"
 
 
 def kafka_json(found: dict[int, dict[str, dict[str, Any]]], topics: set[str]) -> dict[str, Any]:

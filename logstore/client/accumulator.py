@@ -106,16 +106,16 @@ class ProducerBatch(ProducerBatchCore):
                  "producer_epoch", "producer_id", "retry_at", "sent", "timestamp", "topic")  # fmt: skip
 
     def __init__(
-        self, topic: str, partition: int, created: float, timestamp: int, times: bool = False
+        self, topic: str, partition: int, created: float, timestamp: int, times: bool | bytes = False
     ) -> None:
-        """``times``: keep each record's enqueue time (see the class doc)."""
+        """``times``: keep each record's enqueue time (see the class doc); bytes: the times so far."""
         self.topic = topic
         self.partition = partition
         self.records: list[Item] = []
         self.size = BATCH_HEADER
         self.callbacks: list[tuple[int, DeliveryCallback]] | None = None  # (record index, on_delivery)
         self.callback: DeliveryCallback | None = None  # on_delivery of every record (produce_batch)
-        self.times = bytearray() if times else None
+        self.times = bytearray(times) if isinstance(times, bytes) else bytearray() if times else None
         self.created = created  # time.monotonic() of its first record
         self.done_at = 0.0  # time.monotonic() when it was acknowledged or failed (the sender sets it)
         self.timestamp = timestamp  # ms since the epoch: the CreateTime of its plain records

@@ -55,8 +55,7 @@ class PendingRecord:
 
     def as_batch(self, topic: str, now: float) -> ProducerBatch:
         """The record alone in a batch (to report it failed)."""
-        batch = ProducerBatch(topic, self.partition, now, int(time.time() * 1000), times=True)
-        batch.times = bytearray(ENQUEUE_TIME.pack(self.created))
+        batch = ProducerBatch(topic, self.partition, now, int(time.time() * 1000), ENQUEUE_TIME.pack(self.created))
         batch.done_at = now
         batch.records.append(self.item)
         batch.size += self.size

@@ -192,8 +192,9 @@ class Sender(threading.Thread):
             try:
                 # Connecting to a broker that does not answer cannot hold a record past its
                 # delivery timeout: every wait of this turn ends at the next record's.
-                with self.cluster.deadline(self._next_expiry()):
-                    wait = self._run_once()
+                expiry = self._next_expiry()
+                with self.cluster.deadline(expiry):
+                    wait = self._run_once(expiry)
             except Exception:  # a bug must not kill the thread silently and hang flush()
                 _log.exception("producer sender loop failed; continuing")
                 wait = self.backoff
@@ -213,7 +214,8 @@ class Sender(threading.Thread):
                     self._fail(batch, error, terminal=False)
             self._retry.clear()
 
-    def _run_once(self) -> float:
+    def _run_once(self, expiry: float | None) -> float:
+        """One turn; ``expiry``: when the next record times out (``_next_expiry()``)."""
         now = time.monotonic()
         self._settle_answers()
         if self.fatal is not None:
@@ -221,7 +223,7 @@ class Sender(threading.Thread):
             return 1.0
         wait = float("inf")
         if self._metadata_needed or (self.cluster.updated and now - self.cluster.updated > self.max_age):
-            wait = min(wait, self._refresh(now))
+            wait = min(wait, self._refresh(now, expiry))
         self._expire(now)
         idem = self.idempotence
         muted = [tp for tp, batches in self._retry.items() if batches]
@@ -260,8 +262,7 @@ class Sender(threading.Thread):
             found.append(oldest + self.delivery_timeout)
         return min(found, default=None)
 
-    def _refresh(self, now: float) -> float:
-        expiry = self._next_expiry()
+    def _refresh(self, now: float, expiry: float | None) -> float:
         if now < self._metadata_next:
             if expiry is not None and expiry <= now:
                 self.reporter.metadata_updated()  # records waiting on metadata time out now

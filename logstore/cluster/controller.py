@@ -15,6 +15,10 @@ The active controller:
   election only with ``unclean.leader.election.enable``), with its leader
   epoch bumped; the replicas they held leave every ISR;
 - moves leaderships off a broker in controlled shutdown;
+- treats a replica in a broker's failed log dir (``/admin/offline_log_dirs``,
+  :meth:`KafkaZkClient.report_offline_log_dir`) as it treats a replica on a
+  broker that left: it leaves the ISR, a partition it led gets a new leader
+  (Kafka's offline-replica handling, ``onReplicasBecomeOffline``);
 - changes ISRs when leaders ask (AlterPartition, :meth:`alter_partition`):
   the leader at its epoch, the partition epoch (the state znode's version)
   current, the new ISR live replicas with the leader in it.
@@ -209,9 +213,10 @@ class ZkController:
         whose state moved on meanwhile is decided again on its own.
         ``shutting_down``: the brokers in controlled shutdown (default: those last given)."""
         epoch = self._check_active()
-        live = set(self.zk.live_brokers())
+        brokers = set(self.zk.live_brokers())
+        lost = self.zk.offline_replicas()  # replicas in failed log dirs
         if shutting_down is not None:
-            self.shutting_down = set(shutting_down) & live
+            self.shutting_down = set(shutting_down) & brokers
         leaving = set(self.shutting_down)
         changed: dict[tuple[str, int], LeaderAndIsr] = {}
         leaderless: list[tuple[str, int]] = []
@@ -231,6 +236,7 @@ class ZkController:
             for partition, replicas in sorted(assignment.partitions.items()):
                 if assignment.reassigning(partition):
                     reassigning.append((topic, partition))
+                live = brokers - lost.get((topic, partition), set())
                 state = self.zk.partition_state(topic, partition)
                 if state is None:  # a partition without a state yet: made here, one at a time
                     settle(topic, partition, *self._reelect(topic, partition, replicas, live, leaving, epoch))
@@ -248,6 +254,7 @@ class ZkController:
             self._stand_down(e)
         for (topic, partition, replicas, _, _), done in zip(pending, written, strict=True):
             if done is None:  # the state moved on since it was read: again, on its own
+                live = brokers - lost.get((topic, partition), set())
                 settle(topic, partition, *self._reelect(topic, partition, replicas, live, leaving, epoch))
             else:
                 self._log_state(topic, partition, done)
@@ -343,7 +350,7 @@ class ZkController:
         replicas = assignment.partitions[partition]
         if leader not in isr or not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
             return ErrorCode.invalid_request, state
-        live = self.zk.live_brokers()
+        live = set(self.zk.live_brokers()) - self.zk.offline_replicas().get((topic, partition), set())
         if any(b not in live or b in self.shutting_down for b in isr if b not in state.isr):
             return ErrorCode.ineligible_replica, state
         written = self._write(
@@ -368,6 +375,7 @@ class ZkController:
         deleted). ``partitions`` None: every partition. O(partitions x replicas) ZooKeeper reads."""
         epoch = self._check_active()
         live = set(self.zk.live_brokers()) - self.shutting_down
+        offline = self.zk.offline_replicas()
         deleting = set(self.zk.topics_to_delete())
         assignments: dict[str, TopicAssignment | None] = {}
         if partitions is None:
@@ -393,7 +401,7 @@ class ZkController:
             else:
                 replicas = assignment.partitions[partition]
                 results[(topic, partition)] = self._elect(
-                    topic, partition, replicas, election_type, live, epoch
+                    topic, partition, replicas, election_type, live - offline.get((topic, partition), set()), epoch
                 )
         return results
 

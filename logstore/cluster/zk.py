@@ -17,6 +17,17 @@ The paths and JSON are Kafka's own, so Kafka's tools would read them::
     /config/brokers/<default>                  (the same: the cluster-wide dynamic broker configs)
     /admin/delete_topics/<t>                   (empty: the topic is marked for deletion)
 
+And logstore's own, where Kafka's ZooKeeper mode had a request instead::
+
+    /admin/controlled_shutdown/<id>          ephemeral  (empty: the broker asks to shut down)
+    /admin/offline_log_dirs/<id>-<seq>      ephemeral  {"version":1,"broker":<id>,"log_dir":"/data/b",
+                                                        "partitions":[{"topic":"t","partition":0}]}
+
+An offline log dir's znode stands for Kafka's ``/log_dir_event_notification``
+plus the KAFKA_STORAGE_ERROR a LeaderAndIsr answer would carry: it names the
+replicas the broker lost. Ephemeral, so a restarted broker (which tries the
+directory again) has none.
+
 Fencing: a controller's writes to partition state are conditional on the
 znode version it last read (``zkVersion``) and carry its controller epoch;
 the controller znode and the epoch bump are one ZooKeeper transaction, so
@@ -71,6 +82,7 @@ CONFIG_BROKERS = "/config/brokers"
 DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+OFFLINE_LOG_DIRS = "/admin/offline_log_dirs"
 PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS, "/cluster")
 
 
@@ -573,6 +585,36 @@ class KafkaZkClient:
         """The brokers that asked for a controlled shutdown."""
         self.zk.ensure_path(CONTROLLED_SHUTDOWN)
         return {int(child) for child in self.zk.get_children(CONTROLLED_SHUTDOWN) if child.isdigit()}
+
+    def report_offline_log_dir(self, broker_id: int, log_dir: str, partitions: Sequence[tuple[str, int]]) -> None:
+        """Say that ``log_dir`` of this broker failed with ``partitions`` in it: an ephemeral
+        sequential ``/admin/offline_log_dirs/<id>-<seq>`` (gone with the session) that the
+        controller watches. ZkError if ZooKeeper does not take it (the broker says it again with
+        its next session)."""
+        body = {
+            "version": 1, "broker": broker_id, "log_dir": log_dir,
+            "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)],
+        }  # fmt: skip
+        try:
+            self.zk.create(f"{OFFLINE_LOG_DIRS}/{broker_id}-", _json(body), ephemeral=True, sequence=True,
+                           makepath=True)  # fmt: skip
+        except Exception as e:  # kazoo's connection loss or timeout
+            raise ZkError(f"could not report the offline log dir {log_dir} ({e!r})") from None
+
+    def offline_replicas(self, watch: Callable[[Any], None] | None = None) -> dict[tuple[str, int], set[int]]:
+        """The brokers whose replica of each partition is in a failed log dir (by partition)."""
+        self.zk.ensure_path(OFFLINE_LOG_DIRS)
+        found: dict[tuple[str, int], set[int]] = {}
+        for child in self.zk.get_children(OFFLINE_LOG_DIRS, watch=watch):
+            path = f"{OFFLINE_LOG_DIRS}/{child}"
+            try:
+                data, _ = self.zk.get(path)
+            except NoNodeError:
+                continue  # its broker's session ended after the listing
+            body = _load(data, path)
+            for entry in body.get("partitions", ()):
+                found.setdefault((entry["topic"], int(entry["partition"])), set()).add(int(body["broker"]))
+        return found
 
     def mark_for_deletion(self, topic: str) -> None:
         """Create ``/admin/delete_topics/<t>``: the controller deletes the topic."""

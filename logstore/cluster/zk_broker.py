@@ -11,7 +11,10 @@ With ``zookeeper.connect`` set, a broker at start:
 3. watches ``/brokers/ids``, ``/brokers/topics``, each topic's assignment and
    each partition's state, and from them keeps its MetadataCache whole
    (brokers, topics, leaders, epochs, ISR) and its logs: it creates the log of
-   every replica assigned to it and deletes the logs of topics that are gone.
+   every replica assigned to it and deletes the logs of topics that are gone;
+4. reports each of its log dirs that fails (an I/O error: the LogManager's
+   LogDirFailureChannel) in ``/admin/offline_log_dirs``, so that the
+   controller moves leadership and ISR membership off the replicas in it.
 
 Brokers learn of the controller's decisions by these watches, not by
 LeaderAndIsr and UpdateMetadata requests (docs/cluster.md): after each change
@@ -65,6 +68,7 @@ from logstore.cluster.zk import (
     CONTROLLED_SHUTDOWN,
     CONTROLLER,
     DELETE_TOPICS,
+    OFFLINE_LOG_DIRS,
     BrokerRegistration,
     KafkaZkClient,
     TopicAssignment,
@@ -228,6 +232,7 @@ class ZkBroker:
         self._stopping = False  # in controlled shutdown: no re-registration after a lost session
         self._session_lost = False
         self._suspended = False
+        self._failed_dirs: dict[str, tuple[tuple[str, int], ...]] = {}  # log dir -> its partitions
         self.changed = threading.Condition()  # notified after each handled event (tests, create_topic)
         self.on_topic_changed: Callable[[str], None] = on_topic_changed or (lambda name: None)
 
@@ -261,6 +266,8 @@ class ZkBroker:
         zk.ChildrenWatch(DELETE_TOPICS, lambda *_: self._queue("deletions"))
         zk.ensure_path(CONTROLLED_SHUTDOWN)
         zk.ChildrenWatch(CONTROLLED_SHUTDOWN, lambda *_: self._queue("shutdowns"))
+        zk.ensure_path(OFFLINE_LOG_DIRS)
+        zk.ChildrenWatch(OFFLINE_LOG_DIRS, lambda *_: self._queue("offline"))
         self.wait_idle(30)
         return cluster
 
@@ -416,6 +423,8 @@ class ZkBroker:
             if self._stopping:
                 return
             self.zk.register_broker(self.registration())
+            for log_dir, partitions in sorted(self._failed_dirs.items()):  # gone with the old session
+                self._report_failed_dir(log_dir, partitions)
             event = "controller"
         if event == "controller":
             self.metadata.set_controller(self.zk.controller_id() or NO_LEADER)
@@ -438,16 +447,37 @@ class ZkBroker:
                 self.on_topic_changed(name)
         elif event == "topics":
             self._sync_topics()
+        elif event == "offline":  # a broker's log dir failed (or its broker's session ended)
+            if self.controller.active:
+                self._apply_own(self.controller.on_brokers_changed())
         elif event == "shutdowns":
             if self.controller.active:
                 self._apply_own(self.controller.on_brokers_changed(self.zk.controlled_shutdowns()))
         elif event == "deletions":
             if self.controller.active:
                 self._delete_marked()
+        elif isinstance(event, tuple) and event[0] == "dir-failed":
+            self._failed_dirs[event[1]] = event[2]
+            self._report_failed_dir(event[1], event[2])
         elif isinstance(event, tuple) and event[0] == "topic":
             self._sync_topic(event[1])
         elif event == "rebalance" and self.controller.active and self.settings.auto_leader_rebalance_enable:
             self.controller.rebalance_leaders(self.settings.leader_imbalance_per_broker_percentage)
+
+    def _on_dir_failure(self, log_dir: str, partitions: list[tuple[str, int]]) -> None:
+        """The LogManager's notice that ``log_dir`` failed (from the thread that found it)."""
+        self._queue(("dir-failed", log_dir, tuple(partitions)))
+
+    def _report_failed_dir(self, log_dir: str, partitions: Sequence[tuple[str, int]]) -> None:
+        try:
+            self.zk.report_offline_log_dir(self.node_id, log_dir, partitions)
+        except ZkError as e:  # said again with the next session
+            _log.warning("broker %d: %s; the controller learns of it with the next session", self.node_id, e)
+            return
+        _log.warning(
+            "broker %d: log dir %s is offline; the controller moves its %d replica(s) elsewhere",
+            self.node_id, log_dir, len(partitions),
+        )  # fmt: skip
 
     def _apply_own(self, result: ElectionResult) -> None:
         """The controller's new states, taken by this broker at once rather than when its own

@@ -57,11 +57,6 @@ class LogDirSpace:
         self._written = 0
         self.refresh()
 
-    def configure(self, reserve: int) -> None:
-        """A new ``log.dir.min.free.bytes`` (a dynamic config change)."""
-        self._configured = reserve
-        self.refresh()
-
     def refresh(self) -> None:
         """Read the filesystem's free space again (an OSError, the directory gone, keeps the last
         reading)."""

@@ -93,6 +93,33 @@ def test_a_dead_leaders_partitions_move_within_the_isr(broker_session: Sessions)
     assert controller.on_brokers_changed().changed == {}  # nothing more to do
 
 
+def test_replicas_in_a_failed_log_dir_leave_the_isr_and_their_leaderships(broker_session: Sessions) -> None:
+    sessions = {b: broker_session(b, None) for b in (1, 2, 3)}
+    controller = ZkController(sessions[1], 1)
+    assert controller.elect()
+    controller.create_topic("t", 3, 3, assignment={0: [2, 1, 3], 1: [2, 3, 1], 2: [1, 2, 3]})
+    # Broker 2's log dir holding t-0 and t-2 failed (t-1 is in another, healthy dir).
+    sessions[2].report_offline_log_dir(2, "/data/b", [("t", 0), ("t", 2)])
+    assert sessions[1].offline_replicas() == {("t", 0): {2}, ("t", 2): {2}}
+    result = controller.on_brokers_changed()
+    after = states(sessions[1], "t")
+    assert after[0] == (1, 1, (1, 3))  # led by 2: the next in sync leads, epoch bumped
+    assert after[1] == (2, 0, (2, 3, 1))  # untouched: its replica on 2 is in a healthy dir
+    assert after[2] == (1, 0, (1, 3))  # 2 only leaves the ISR
+    assert set(result.changed) == {("t", 0), ("t", 2)}
+    # A leader may not take the offline replica back into the ISR.
+    state = sessions[1].partition_state("t", 0)
+    assert state is not None
+    error, _ = controller.alter_partition("t", 0, 1, 1, (1, 3, 2), state.zk_version)
+    assert error == ErrorCode.ineligible_replica
+    # Broker 2 restarts (a new session: its report is gone) and may join again.
+    sessions[2].close()
+    controller.on_brokers_changed()
+    back = broker_session(2, None)
+    assert back.offline_replicas() == {}
+    assert controller.alter_partition("t", 0, 1, 1, (1, 3, 2), state.zk_version)[0] == ErrorCode.none
+
+
 def test_no_leader_without_a_live_in_sync_replica_unless_unclean(broker_session: Sessions) -> None:
     one, two = broker_session(1, None), broker_session(2, None)
     controller = ZkController(one, 1)
