@@ -483,7 +483,9 @@ class LogSegment:
         below ``offset_limit`` (their base offsets), with their record count: one C scan
         (``ls_scan_batches`` with ``LS_SCAN_LIMITS``) finds where they end and checks them as
         every scan of this segment does, CRC-32C included. A batch failing a check is not served:
-        CorruptRecordError. None when no batch below the limit holds ``offset`` or a later one.
+        the batches before it are (the reader's next fetch starts at it), and a read that starts
+        at it raises CorruptRecordError. None when no batch below the limit holds ``offset`` or a
+        later one.
         """
         found = self.translate_offset(offset)
         if found is None:
@@ -509,9 +511,9 @@ class LogSegment:
             raise_for(rc, f"reading {self.log_path} at byte {position}")
         # In a log that was never compacted the batch holding ``offset`` starts at or before it:
         # a later start means its base offset (which the CRC does not cover) was damaged.
-        if state.stop == 0 and flags & lib.LS_SCAN_DENSE and state.batch_count and state.offset_first > offset:
-            state.stop = lib.LS_ERR_OFFSET
-        if state.stop != 0:
+        if flags & lib.LS_SCAN_DENSE and state.batch_count and state.offset_first > offset:
+            state.stop, state.bytes_valid = lib.LS_ERR_OFFSET, 0
+        if state.stop != 0 and state.bytes_valid == 0:
             raise CorruptRecordError(
                 f"{self.log_path}: the batch at byte {position + state.bytes_valid} failed its check and is "
                 "not served; restart to recover the log, or restore the segment from a replica"

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 START_TIMEOUT_S = 30
@@ -56,13 +56,16 @@ class BrokerProcess:
         port: int | None = None,
         listeners: str | None = None,
         log_dir: str | None = None,
+        wrapper: Sequence[str] = (),
     ) -> None:
         """``listeners``: the broker's ``listeners`` (default ``PLAINTEXT://127.0.0.1:<port>``);
-        ``log_dir``: where its log file goes (default: beside the data directory)."""
+        ``log_dir``: where its log file goes (default: beside the data directory); ``wrapper``:
+        a command that runs the broker (e.g. ``("fiu-run", "-x")``: it must exec it, keeping the pid)."""
         self.data_dir = data_dir
         self.port = port or free_port()
         self.listeners = listeners or f"PLAINTEXT://127.0.0.1:{self.port}"
         self.overrides = dict(overrides or {})
+        self.wrapper = tuple(wrapper)
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = os.path.join(log_dir or os.path.dirname(data_dir), f"broker-{self.port}.log")
 
@@ -71,7 +74,7 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> BrokerProcess:
-        args = [sys.executable, "-m", "logstore", "broker", "--data-dir", self.data_dir,
+        args = [*self.wrapper, sys.executable, "-m", "logstore", "broker", "--data-dir", self.data_dir,
                 "--listeners", self.listeners, "--event-loop", "asyncio"]  # fmt: skip
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
@@ -133,12 +136,16 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30) -> None:
-    """Create ``topic`` with confluent-kafka's AdminClient (an independent client), waiting for it."""
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, timeout: float = 30, config: dict[str, str] | None = None
+) -> None:
+    """Create ``topic`` (with ``config``) with confluent-kafka's AdminClient (an independent
+    client), waiting for it."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)[topic].result(timeout)
+    made = NewTopic(topic, partitions, 1, config=dict(config or {}))
+    admin.create_topics([made], operation_timeout=timeout)[topic].result(timeout)
 
 
 def set_broker_config(bootstrap: str, name: str, value: str, node: int = 0, timeout: float = 15) -> None:

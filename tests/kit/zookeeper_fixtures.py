@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import pathlib
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from kazoo.client import KazooClient
@@ -44,16 +44,17 @@ def zk_connect(zookeeper: ZooKeeperServer) -> str:
 
 @pytest.fixture
 def cluster(zk_connect: str, tmp_path: pathlib.Path) -> Iterator[Callable[..., BrokerProcess]]:
-    """``cluster(broker_id, rack=None, **overrides)`` starts a broker process in this test's
-    cluster (a 6 s ZooKeeper session); every one still running is stopped cleanly at the end."""
+    """``cluster(broker_id, rack=None, wrapper=(), **overrides)`` starts a broker process in this
+    test's cluster (a 6 s ZooKeeper session; ``wrapper``: see BrokerProcess); every one still
+    running is stopped cleanly at the end."""
     started: list[BrokerProcess] = []
 
-    def start(broker_id: int, rack: str | None = None, **overrides: str) -> BrokerProcess:
+    def start(broker_id: int, rack: str | None = None, wrapper: Sequence[str] = (), **overrides: str) -> BrokerProcess:
         settings = {"zookeeper.connect": zk_connect, "broker.id": str(broker_id),
                     "zookeeper.session.timeout.ms": "6000", **overrides}  # fmt: skip
         if rack is not None:
             settings["broker.rack"] = rack
-        broker = BrokerProcess(str(tmp_path / f"broker-{broker_id}" / "data"), settings)
+        broker = BrokerProcess(str(tmp_path / f"broker-{broker_id}" / "data"), settings, wrapper=wrapper)
         os.makedirs(os.path.dirname(broker.data_dir), exist_ok=True)
         started.append(broker)
         return broker.start()

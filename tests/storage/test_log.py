@@ -163,6 +163,25 @@ def test_get_never_serves_a_damaged_batch(segment_dir: str) -> None:
             log.get(offset)
 
 
+def test_a_read_serves_the_batches_before_a_damaged_one_then_refuses_it(segment_dir: str) -> None:
+    with Log.open(segment_dir) as log:
+        for i in range(10):
+            log.append([b"record-%d" % i])
+        log.high_watermark = 10
+    with open(log.segments.peekitem(0)[1].log_path, "r+b") as f:
+        data = f.read()
+        at = data.find(b"record-6")
+        f.seek(at + 7)
+        f.write(b"9")  # record 6 now reads "record-9": its batch's CRC no longer matches
+    with Log.open(segment_dir) as log:  # a clean shutdown: nothing rescans it on open
+        log.high_watermark = 10
+        first = log.read(0, max_bytes=1 << 20)
+        assert [r.value for r in first.records] == [b"record-%d" % i for i in range(6)]
+        with pytest.raises(CorruptRecordError, match="failed its check"):
+            log.read(6, max_bytes=1 << 20)
+        assert [r.value for r in log.read(7).records] == [b"record-7", b"record-8", b"record-9"]
+
+
 def test_columnar_read_matches_records_and_reuses_arrays(segment_dir: str) -> None:
     with Log.open(segment_dir) as log:
         for i in range(6):
