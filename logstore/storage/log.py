@@ -47,14 +47,13 @@ Invariants: segment base offsets increase; the active segment is the last;
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 from sortedcontainers import SortedDict
 
@@ -76,6 +75,8 @@ from logstore.storage.config import LogConfig
 from logstore.storage.epochs import LeaderEpochFileCache
 from logstore.storage.index import IndexFullError
 from logstore.storage.loader import LogLoader
+from logstore.storage.log_dir_failure import SyncFailedError
+from logstore.storage.log_dir_failure import reports_io_errors as _reports_io_errors
 from logstore.storage.segment import LogSegment, SegmentRead
 from logstore.storage.transactions import AbortedTxn, CompletedTxn, LogTransactions
 from logstore.storage.validator import ScannedBatches
@@ -158,31 +159,6 @@ class ReadResult:
     def __iter__(self) -> Iterator[Record]:
         """The records at or after the requested offset (``for r in log.read(0)``)."""
         return iter(self.records)
-
-
-class SyncFailedError(OSError):
-    """An fsync (or fdatasync) of a log's files failed: what was written since the last good one
-    may be lost, whatever the errno (ENOSPC and EDQUOT included)."""
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _reports_io_errors(method: Callable[Concatenate[Log, _P], _R]) -> Callable[Concatenate[Log, _P], _R]:
-    """Hand an OSError the method raises to the log's :attr:`~Log.on_io_error`, then raise it."""
-
-    @functools.wraps(method)
-    def wrapper(self: Log, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            return method(self, *args, **kwargs)
-        except OSError as e:
-            hook = self.on_io_error
-            if hook is not None:
-                hook(e)
-            raise
-
-    return wrapper
 
 
 def partition_key(path: str) -> tuple[str, int]:

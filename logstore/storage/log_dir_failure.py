@@ -31,10 +31,12 @@ may run concurrently, each directory's in the order they were added.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
 from collections.abc import Callable
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 _log = logging.getLogger("logstore.store")
 
@@ -89,3 +91,33 @@ class LogDirFailureChannel:
     def error(self, log_dir: str) -> OSError | None:
         """Why ``log_dir`` failed, or None if it has not."""
         return self._errors.get(os.path.abspath(log_dir))
+
+
+class SyncFailedError(OSError):
+    """An fsync (or fdatasync) of a log's files failed: what was written since the last good one
+    may be lost, whatever the errno (ENOSPC and EDQUOT included): its directory fails."""
+
+
+class ReportsIOErrors(Protocol):
+    on_io_error: Callable[[OSError], None] | None
+
+
+_S = TypeVar("_S", bound=ReportsIOErrors)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def reports_io_errors(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
+    """A method's OSError goes to its object's ``on_io_error`` (when set), then is raised."""
+
+    @functools.wraps(method)
+    def wrapper(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as e:
+            hook = self.on_io_error
+            if hook is not None:
+                hook(e)
+            raise
+
+    return wrapper

@@ -351,6 +351,11 @@ class LogManager:
         """The online directory of this partition's log, or None. O(1)."""
         return self._dir_of.get((topic, partition))
 
+    def future_logs(self) -> dict[TopicPartition, tuple[str, int, int]]:
+        """Partitions being moved to another log directory: (target dir, bytes copied, offsets
+        behind the current log). None are, as AlterReplicaLogDirs is not served yet."""
+        return {}
+
     def offline_partitions(self) -> dict[TopicPartition, str]:
         """The partitions of failed directories, with their directory. O(partitions)."""
         return dict(self._offline)
