@@ -14,7 +14,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from logstore.broker.apis import registry, unsupported_version
@@ -75,7 +75,7 @@ class Broker:
     def __init__(
         self,
         config: BrokerConfig,
-        data_dir: str | None = None,
+        data_dir: str | Sequence[str] | None = None,
         store: Store | None = None,
         join: Callable[[Broker, tuple[str, int]], ClusterLink] | None = None,
     ) -> None:
@@ -83,7 +83,12 @@ class Broker:
         :func:`logstore.cluster.zk_broker.join`; the broker layer does not import it)."""
         self.config = config
         self.node_id = config.node_id
-        self.data_dir = os.path.abspath(data_dir or config.data_dir)
+        given = data_dir or config.log_dirs
+        # log.dirs (Kafka's JBOD): partitions spread over them; the broker's own files in the first.
+        # A string is comma-separated, as log.dirs is.
+        named = [d.strip() for d in given.split(",") if d.strip()] if isinstance(given, str) else list(given)
+        self.log_dirs = [os.path.abspath(d) for d in named]
+        self.data_dir = self.log_dirs[0]
         self.owns_store = store is None  # a Store handed in is its owner's to close
         os.makedirs(self.data_dir, exist_ok=True)
         # Dynamic broker configs (AlterConfigs on BROKER; dynamic_config.py) over the static ones.
@@ -114,19 +119,21 @@ class Broker:
                 raise InvalidConfigError(
                     "zookeeper.connect: an embedded broker runs alone; run `logstore broker`"
                 )
-            self.log_manager = LogManager(self.data_dir, replicated=True, **intervals)
+            self.log_manager = LogManager(self.log_dirs, replicated=True, **intervals)
             self.controller: TopicController = NotJoined()
         else:
-            self.store = store or Store(self.data_dir, config.log_defaults(), **intervals)
+            self.store = store or Store(self.log_dirs, config.log_defaults(), **intervals)
             self.log_manager = self.store.log_manager
+            self.log_dirs = list(self.log_manager.log_dirs)
             self.metadata.track_store(self.store, self.node_id)
             self.controller = LocalController(self.store)
         # Prometheus metrics (broker_metrics.py; served by metrics_http.py when metrics.listener is set);
         # the scrape-time families of this broker's state first (live_metrics.py).
         self.metrics = BrokerMetrics()
         self.metrics.add_collector(functools.partial(broker_state, self))
-        # The log dir's free space against log.dir.min.free.bytes (storage/disk_space.py).
-        self.disk_space = LogDirSpace(self.data_dir, config.log_dir_min_free_bytes)
+        # Each log dir's free space against log.dir.min.free.bytes (storage/disk_space.py).
+        self.disk_spaces = {d: LogDirSpace(d, config.log_dir_min_free_bytes) for d in self.log_dirs}
+        self.disk_space = self.disk_spaces[self.data_dir]
         self.replica_manager = ReplicaManager(
             self.log_manager,
             self.metadata,
@@ -135,6 +142,7 @@ class Broker:
             self.metrics,
             on_transactions_completed=functools.partial(on_transactions_completed, self),
             space=self.disk_space,
+            spaces=self.disk_spaces,
         )
         self.metrics_server: MetricsServer | None = None
         self.producer_ids = ProducerIds(self.data_dir)

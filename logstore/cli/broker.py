@@ -12,7 +12,9 @@ from logstore.cli._options import click_errors
     "--data-dir",
     type=click.Path(file_okay=False),
     default=None,
-    help="Where the logs live (default: log.dirs, else ./data).",
+    help="Where the logs live: one directory, or several comma-separated (Kafka's log.dirs: "
+    "partitions spread over them; the first also holds the broker's own files). Default: log.dirs, "
+    "else ./data.",
 )
 @click.option(
     "--listeners",

@@ -265,6 +265,7 @@ class _SparseIndex:
 
     def _release_map(self) -> None:
         memmap, self._memmap, self._map, self._ptr = self._memmap, None, None, ffi.NULL
+        self._buffer = b""
         del memmap  # the mmap closes once no view of it is left
         fd, self._fd = self._fd, -1
         if fd >= 0:
@@ -277,6 +278,13 @@ class _SparseIndex:
             self.trim()
         self._release_map()
         self._closed = True
+
+    def release(self) -> None:
+        """Release the map and file with no I/O (no trim): the directory failed."""
+        if not self._closed:
+            with contextlib.suppress(OSError):
+                self._release_map()
+            self._closed = True
 
     def delete(self) -> None:
         self.close()

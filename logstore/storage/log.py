@@ -33,6 +33,14 @@ latest and the loader accepts it; epoch entries the crash left past the
 recovered log end or before its start are dropped on load (Kafka's
 LogLoader).
 
+I/O errors: an ``OSError`` from an operation that touches the log's files
+(append, roll, flush, read, truncation, retention, close) is handed to
+:attr:`Log.on_io_error` (set by the LogManager: it takes the log directory
+offline, storage/log_dir_failure.py) and raised to the caller. An fsync that
+fails raises :class:`SyncFailedError`, whatever its errno (after a failed
+fsync the page cache may have dropped the data). A log whose directory failed
+is closed by :meth:`Log.abandon`, with no further I/O.
+
 Invariants: segment base offsets increase; the active segment is the last;
 ``log_start_offset <= HW <= LEO``; ``recovery_point <= LEO``.
 """
@@ -67,6 +75,8 @@ from logstore.storage.config import LogConfig
 from logstore.storage.epochs import LeaderEpochFileCache
 from logstore.storage.index import IndexFullError
 from logstore.storage.loader import LogLoader
+from logstore.storage.log_dir_failure import SyncFailedError
+from logstore.storage.log_dir_failure import reports_io_errors as _reports_io_errors
 from logstore.storage.segment import LogSegment, SegmentRead
 from logstore.storage.transactions import AbortedTxn, CompletedTxn, LogTransactions
 from logstore.storage.validator import ScannedBatches
@@ -189,6 +199,8 @@ class Log:
         self._high_watermark: int | None = None
         self._transactions: LogTransactions | None = None  # built on first use (storage/transactions.py)
         self._last_flush = time.monotonic()
+        # Told of every OSError of this log's I/O (the LogManager's: a failed log directory).
+        self.on_io_error: Callable[[OSError], None] | None = None
         os.makedirs(path, exist_ok=True)
         # Read before the load: its scans refuse batches whose epoch passes leader_epoch_max.
         self.epochs = LeaderEpochFileCache(path)
@@ -392,6 +404,7 @@ class Log:
 
     # -- appending ---------------------------------------------------------
 
+    @_reports_io_errors
     def append(self, records: Iterable[RecordLike], timestamp: int | None = None) -> AppendInfo:
         """Append records (bytes, (key, value) pairs or Records) as one batch.
 
@@ -428,6 +441,7 @@ class Log:
             raise_for(rc, "stamping LogAppendTime")
         return buf
 
+    @_reports_io_errors
     def append_batch(
         self,
         data: bytes | bytearray | memoryview,
@@ -467,6 +481,7 @@ class Log:
         self._after_append(info)
         return info
 
+    @_reports_io_errors
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
         """Kafka's ``appendAsFollower``: store batches whose offsets and epochs the leader assigned.
 
@@ -509,6 +524,7 @@ class Log:
         self._after_append(info)
         return info
 
+    @_reports_io_errors
     def assign_epoch(self, epoch: int) -> None:
         """Start leader ``epoch`` at the log end offset (Kafka's ``maybeAssignEpochStartOffset``).
 
@@ -573,6 +589,7 @@ class Log:
         ):
             self._roll_locked()
 
+    @_reports_io_errors
     def roll(self) -> LogSegment:
         """Seal the active segment and start a new one at the log end offset."""
         with self._lock:
@@ -600,6 +617,7 @@ class Log:
 
     # -- flushing ----------------------------------------------------------
 
+    @_reports_io_errors
     def flush(self) -> None:
         """fsync every segment with unflushed data; advance the recovery point."""
         self._check_open()
@@ -615,11 +633,15 @@ class Log:
                 pending = [s for s in self.segments.values() if s.next_offset > self._durable_offset]
             for segment in pending:
                 if not segment.closed:
-                    segment.sync_log()
+                    try:
+                        segment.sync_log()
+                    except OSError as e:
+                        raise SyncFailedError(e.errno, f"fsync of {segment.log_path}: {e.strerror}") from e
             self._durable_offset = max(self._durable_offset, target)
             self.recovery_point = max(self.recovery_point, target)
             self._last_flush = time.monotonic()
 
+    @_reports_io_errors
     def flush_if_due(self) -> bool:
         """Flush when ``flush.ms`` has passed since the last flush (the scheduler's call)."""
         due = (time.monotonic() - self._last_flush) * 1000 >= self.config.flush_ms
@@ -630,6 +652,7 @@ class Log:
 
     # -- reading -----------------------------------------------------------
 
+    @_reports_io_errors
     def read(self, offset: int, max_bytes: int = 1_048_576, upto: str = "high_watermark") -> ReadResult:
         """Whole batches from the one holding ``offset``, CRC-checked in C in the one scan that
         finds where they end (:meth:`LogSegment.read_checked`).
@@ -668,6 +691,7 @@ class Log:
                 return ReadResult(found[0], offset, found[1])
         return ReadResult(None, offset)
 
+    @_reports_io_errors
     def get(self, offset: int, upto: str = "high_watermark") -> Record | None:
         """The one record with ``offset``; None if compaction removed it.
 
@@ -706,6 +730,7 @@ class Log:
             self._check_open()
         return segment.record_at(offset)
 
+    @_reports_io_errors
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after ``timestamp`` (ms), or None.
 
@@ -736,6 +761,7 @@ class Log:
 
     # -- truncation and retention -----------------------------------------
 
+    @_reports_io_errors
     def truncate_to(self, offset: int) -> int:
         """Remove every record at or after ``offset`` (a follower's divergence); bytes removed."""
         with self._lock, self._flush_lock:
@@ -768,6 +794,7 @@ class Log:
         self._refresh_active()
         return reopened
 
+    @_reports_io_errors
     def truncate_fully_and_start_at(self, offset: int) -> int:
         """Kafka's ``truncateFullyAndStartAt``: remove every record; the log restarts, empty, at ``offset``.
 
@@ -817,6 +844,7 @@ class Log:
         segment.delete()
         return size
 
+    @_reports_io_errors
     def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset to ``before_offset`` (DeleteRecords); returns it.
 
@@ -835,6 +863,7 @@ class Log:
                 self._delete_segments_while(lambda s, nxt: nxt.base_offset <= self.log_start_offset)
             return self.log_start_offset
 
+    @_reports_io_errors
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Apply retention now (retention.ms, retention.bytes, log start); returns segments deleted.
 
@@ -887,6 +916,7 @@ class Log:
 
     # -- lifecycle ---------------------------------------------------------
 
+    @_reports_io_errors
     def close(self) -> None:
         """Flush, write the state files (standalone), close every segment. Idempotent."""
         with self._lock:
@@ -898,6 +928,23 @@ class Log:
             self._closed = True
             if self._standalone:
                 self._write_own_state()
+
+    def abandon(self, timeout: float = 5.0) -> None:
+        """Close with no I/O (no flush, no index trim): the log's directory failed. What was not
+        fsynced is left to recovery at the next open. Waits up to ``timeout`` seconds for an
+        operation in flight; past that the log is only marked closed (its files stay open until
+        the process ends). Idempotent."""
+        locked = self._lock.acquire(timeout=timeout)
+        try:
+            if self._closed:
+                return
+            self._closed = True
+            if locked:
+                for segment in self.segments.values():
+                    segment.release()
+        finally:
+            if locked:
+                self._lock.release()
 
     def _write_checkpoints(self) -> None:
         key = partition_key(self.path)

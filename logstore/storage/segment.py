@@ -690,6 +690,20 @@ class LogSegment:
         self._map, self._map_ptr = None, ffi.NULL
         os.close(self._fd)
 
+    def release(self) -> None:
+        """Release the files with no I/O (no index trim): the directory failed. Idempotent."""
+        if self._closed:
+            return
+        self.offset_index.release()
+        self.time_index.release()
+        self._closed = True
+        if self._map is not None:
+            with contextlib.suppress(BufferError):
+                self._map.close()
+        self._map, self._map_ptr = None, ffi.NULL
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
     def delete(self) -> None:
         """Close and remove the segment's files."""
         self.close()

@@ -10,6 +10,9 @@ log; a lone broker and the embedded engine keep it here)::
       topic-configs/<topic>.properties   partitions=N, topic.id and the topic's overrides
       ... and the LogManager's layout (logs, checkpoints, .lock, clean-shutdown marker)
 
+With several log directories (``Store([a, b, c])``, Kafka's ``log.dirs``) the
+registry is in the first; the partitions spread over all of them (the LogManager).
+
 Crash policy: a topic exists once its file is written (after its logs are
 made: a crash between leaves log directories no topic names, which are left
 alone); a deleted topic's file goes first, then its logs (renamed to
@@ -27,7 +30,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from logstore.errors import InvalidArgumentError, TopicExistsError, UnknownTopicError
@@ -83,7 +86,7 @@ class Store:
 
     def __init__(
         self,
-        data_dir: str,
+        data_dir: str | Sequence[str],
         config: Mapping[str, Any] | None = None,
         *,
         scheduler: bool = True,
@@ -92,7 +95,9 @@ class Store:
         checkpoint_interval_ms: int = 60_000,
         cleaner_backoff_ms: int = 15_000,
     ) -> None:
-        self.data_dir = os.path.abspath(data_dir)
+        # Several log directories (log.dirs): the topic registry lives in the first one.
+        self.log_dirs = [os.path.abspath(d) for d in ([data_dir] if isinstance(data_dir, str) else data_dir)]
+        self.data_dir = self.log_dirs[0]
         self.defaults = dict(config or {})
         LogConfig.from_dict(self.defaults)  # fail now on a bad default
         self._lock = threading.RLock()
@@ -102,7 +107,7 @@ class Store:
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._topic_listeners: list[Callable[[str], None]] = []
         self.log_manager = LogManager(
-            self.data_dir,
+            self.log_dirs,
             scheduler_interval_ms=scheduler_interval_ms,
             retention_check_interval_ms=retention_check_interval_ms,
             checkpoint_interval_ms=checkpoint_interval_ms,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 
@@ -9,7 +10,7 @@ import pytest
 
 from logstore.errors import LogstoreError
 from logstore.storage.config import LogConfig
-from logstore.storage.log import CLEAN_SHUTDOWN_FILE
+from logstore.storage.log import CLEAN_SHUTDOWN_FILE, SyncFailedError
 from logstore.storage.log_manager import LogManager, parse_log_dir
 
 pytestmark = pytest.mark.unit
@@ -59,3 +60,113 @@ def test_one_manager_per_directory_and_abandon_frees_it(tmp_path: pathlib.Path) 
     second.close()
     with pytest.raises(LogstoreError, match="closed"):
         second.find_log("t", 0)
+
+
+# -- several log directories (log.dirs, Kafka's JBOD) ------------------------------------------
+
+
+def _dirs(tmp_path: pathlib.Path, n: int) -> list[str]:
+    return [str(tmp_path / f"d{i}") for i in range(n)]
+
+
+def test_partitions_spread_over_the_log_dirs_each_with_its_own_files(tmp_path: pathlib.Path) -> None:
+    dirs = _dirs(tmp_path, 3)
+    manager = LogManager(dirs)
+    manager.load({})
+    keys = [("t", p) for p in range(6)]
+    manager.create_logs(dict.fromkeys(keys, CONFIG))
+    placed = {key: manager.dir_of(*key) for key in keys}
+    assert sorted(list(placed.values()).count(d) for d in dirs) == [2, 2, 2]  # the fewest partitions first
+    for key, log_dir in placed.items():
+        assert os.path.isdir(os.path.join(log_dir, f"{key[0]}-{key[1]}"))
+        manager.find_log(*key).append([b"x"] * (key[1] + 1))  # type: ignore[union-attr]
+    manager.close()
+    for log_dir in dirs:
+        names = set(os.listdir(log_dir))
+        assert {".lock", "meta.properties", CLEAN_SHUTDOWN_FILE, "recovery-point-offset-checkpoint"} <= names
+        with open(os.path.join(log_dir, "recovery-point-offset-checkpoint")) as f:
+            listed = {line.split()[0] + "-" + line.split()[1] for line in f.read().splitlines()[2:]}
+        assert listed == {f"{t}-{p}" for (t, p), d in placed.items() if d == log_dir}  # its own partitions only
+    again = LogManager(dirs)
+    again.load(dict.fromkeys(keys, CONFIG), start_scheduler=False)  # found wherever they are
+    assert {key: again.dir_of(*key) for key in keys} == placed
+    assert [again.find_log(*key).log_end_offset for key in keys] == [1, 2, 3, 4, 5, 6]  # type: ignore[union-attr]
+    assert all(not os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE)) for d in dirs)
+    again.close()
+
+
+def test_each_log_dir_is_locked(tmp_path: pathlib.Path) -> None:
+    dirs = _dirs(tmp_path, 2)
+    first = LogManager(dirs)
+    with pytest.raises(LogstoreError, match=f"{dirs[1]} is in use"):
+        LogManager([str(tmp_path / "other"), dirs[1]])
+    first.abandon()
+    with pytest.raises(LogstoreError, match="distinct"):
+        LogManager([dirs[0], dirs[0]])
+
+
+def test_the_same_partition_in_two_log_dirs_refuses_the_open_naming_both(tmp_path: pathlib.Path) -> None:
+    dirs = _dirs(tmp_path, 2)
+    for log_dir in dirs:
+        os.makedirs(os.path.join(log_dir, "t-0"))
+    manager = LogManager(dirs)
+    with pytest.raises(LogstoreError, match=r"t-0 is in two log directories: .*d0/t-0 and .*d1/t-0"):
+        manager.load({("t", 0): CONFIG}, start_scheduler=False)
+    manager.abandon()
+
+
+def test_a_failed_dir_goes_offline_alone(tmp_path: pathlib.Path) -> None:
+    dirs = _dirs(tmp_path, 2)
+    manager = LogManager(dirs)
+    manager.load({}, start_scheduler=False)
+    manager.create_logs({("t", 0): CONFIG, ("t", 1): CONFIG})
+    doomed = manager.dir_of("t", 1)
+    survivor = manager.dir_of("t", 0)
+    assert doomed is not None and survivor is not None and doomed != survivor
+    log = manager.find_log("t", 1)
+    assert log is not None
+    told: list[tuple[str, list[tuple[str, int]]]] = []
+    manager.dir_failures.add_listener(lambda d, parts: told.append((d, parts)))
+    # A write refused for space is not a failure (the reserve's path); an fsync's ENOSPC is.
+    manager.report_io_error(doomed, OSError(errno.ENOSPC, "No space left on device"))
+    assert not manager.dir_failures.offline() and not told
+    manager.report_io_error(doomed, SyncFailedError(errno.ENOSPC, "fsync: No space left on device"))
+    manager.report_io_error(doomed, OSError(errno.EIO, "again"))  # once only
+    assert told == [(doomed, [("t", 1)])] and manager.dir_failures.offline() == {doomed}
+    assert log.closed and manager.find_log("t", 1) is None
+    assert manager.offline_dir_of("t", 1) == doomed and manager.offline_dir_of("t", 0) is None
+    assert manager.online_dirs() == [survivor]
+    manager.create_logs({("u", 0): CONFIG, ("u", 1): CONFIG})  # never placed in the failed dir
+    assert manager.dir_of("u", 0) == manager.dir_of("u", 1) == survivor
+    with pytest.raises(LogstoreError, match="failed directory"):
+        manager.create_logs({("t", 1): CONFIG})
+    manager.find_log("t", 0).append([b"still"])  # type: ignore[union-attr]
+    manager.checkpoint()
+    manager.close()  # no marker in the failed dir: its next open recovers
+    assert os.path.exists(os.path.join(survivor, CLEAN_SHUTDOWN_FILE))
+    assert not os.path.exists(os.path.join(doomed, CLEAN_SHUTDOWN_FILE))
+    again = LogManager(dirs)  # a restart tries it again
+    again.load({("t", 0): CONFIG, ("t", 1): CONFIG}, start_scheduler=False)
+    assert not again.dir_failures.offline() and again.dir_of("t", 1) == doomed
+    again.close()
+
+
+def test_a_dir_that_cannot_open_starts_offline_and_its_partitions_are_not_made_elsewhere(
+    tmp_path: pathlib.Path,
+) -> None:
+    good, bad = _dirs(tmp_path, 2)
+    pathlib.Path(bad).write_bytes(b"not a directory")  # makedirs fails: an OSError
+    manager = LogManager([good, bad])
+    assert manager.dir_failures.offline() == {bad}
+    manager.load({("t", 0): CONFIG}, start_scheduler=False)
+    assert manager.find_log("t", 0) is None and manager.offline_dir_of("t", 0) == bad
+    assert not os.path.exists(os.path.join(good, "t-0"))
+    manager.close()
+    with pytest.raises(OSError):  # the first log dir holds the registry: it must open
+        LogManager([bad, good])
+    only_bad = LogManager([good, bad])
+    only_bad.load({}, start_scheduler=False)
+    only_bad.dir_failures.fail(good, OSError(errno.EIO, "gone"))
+    with pytest.raises(LogstoreError, match="every log directory is offline"):
+        only_bad.create_logs({("x", 0): CONFIG})
+    only_bad.close()

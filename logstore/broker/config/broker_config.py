@@ -451,9 +451,15 @@ class BrokerConfig:
 
     @property
     def data_dir(self) -> str:
+        """The first log directory: what is not a partition lives there (topic registry, broker files)."""
+        return self.log_dirs[0]
+
+    @property
+    def log_dirs(self) -> list[str]:
+        """``log.dirs`` (comma-separated; Kafka's JBOD), else ``log.dir``: partitions spread over them."""
         dirs = self.values["log.dirs"] or self.values["log.dir"]
-        first = str(dirs).split(",")[0].strip()
-        return first
+        found = [item.strip() for item in str(dirs).split(",") if item.strip()]
+        return found or [str(self.values["log.dir"])]
 
     @property
     def listeners(self) -> list[tuple[str, str, int]]:

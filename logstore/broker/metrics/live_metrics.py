@@ -76,10 +76,20 @@ def broker_state(broker: LiveState) -> Iterable[Metric]:
 
 
 def _log_dir_state(broker: LiveState) -> Iterable[Metric]:
-    space = broker.replica_manager.space
-    if space is None:
-        return
+    replicas = broker.replica_manager
     labels = ["dir"]
+    offline = GaugeMetricFamily(
+        "logstore_log_dir_offline",
+        "1 once the log directory failed (an I/O error): its partitions answer KAFKA_STORAGE_ERROR "
+        "until the broker restarts.",
+        labels=labels,
+    )
+    failures = replicas.logs_by_partition.dir_failures
+    for log_dir in replicas.logs_by_partition.log_dirs:
+        offline.add_metric([log_dir], int(failures.is_offline(log_dir)))
+    yield offline
+    if not replicas.spaces:
+        return
     free = GaugeMetricFamily(
         "logstore_log_dir_free_bytes", "Free bytes of the log directory's filesystem.", labels=labels
     )
@@ -93,9 +103,10 @@ def _log_dir_state(broker: LiveState) -> Iterable[Metric]:
         "1 while the free bytes are below the reserve: produce to user topics is refused.",
         labels=labels,
     )
-    free.add_metric([space.path], space.free_bytes)
-    reserve.add_metric([space.path], space.reserve_bytes)
-    refused.add_metric([space.path], int(space.below_reserve))
+    for space in replicas.spaces.values():
+        free.add_metric([space.path], space.free_bytes)
+        reserve.add_metric([space.path], space.reserve_bytes)
+        refused.add_metric([space.path], int(space.below_reserve))
     yield from (free, reserve, refused)
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
@@ -100,12 +100,19 @@ class ReplicaManager:
         metrics: BrokerMetrics | None = None,
         on_transactions_completed: Callable[[str, int, list[CompletedTxn]], None] | None = None,
         space: LogDirSpace | None = None,
+        spaces: Mapping[str, LogDirSpace] | None = None,
     ) -> None:
         """``on_transactions_completed``: told of the transactions a marker completed (topic,
         partition, them): the group coordinator's hook. ``space``: the log directory's free
-        space; below its reserve, produce to user topics is refused (storage/disk_space.py)."""
+        space; below its reserve, produce to user topics is refused (storage/disk_space.py).
+        ``spaces``: each log directory's (several ``log.dirs``); a partition's own is checked."""
         self.logs_by_partition = logs
         self.space = space
+        self.spaces: dict[str, LogDirSpace] = dict(spaces or ({space.path: space} if space is not None else {}))
+        # A failed log directory (storage/log_dir_failure.py): its partitions answer
+        # KAFKA_STORAGE_ERROR; the listener runs in the failing thread, the rest on the loop.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        logs.dir_failures.add_listener(self._on_dir_failure)
         self.metadata = metadata
         self.node_id = node_id
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -154,6 +161,8 @@ class ReplicaManager:
         partition = self.partition(topic, index)
         if partition is not None and partition.is_leader:
             return partition
+        if self.logs_by_partition.offline_dir_of(topic, index) is not None:
+            return ErrorCode.kafka_storage_error  # its log directory failed (retriable)
         if self.metadata.partition_state(topic, index) is not None:
             return ErrorCode.not_leader_or_follower
         return ErrorCode.unknown_topic_or_partition
@@ -216,7 +225,7 @@ class ReplicaManager:
 
         ``guard``: the batch opens a transaction its coordinator confirmed; the partition's
         guard for the producer must still be this one (no marker since), else INVALID_TXN_STATE."""
-        space = self.space
+        space = self.spaces.get(self.logs_by_partition.dir_of(topic, index) or "", self.space)
         if space is not None and space.below_reserve and topic not in INTERNAL_TOPICS:
             # Retriable: the client retries until delivery.timeout.ms, and space may come back.
             return AppendResult(ErrorCode.kafka_storage_error, message=space.refusal())
@@ -396,12 +405,26 @@ class ReplicaManager:
         self._spawn(self._check_isr_forever())
 
     def watch_space(self, interval: float = SPACE_CHECK_S) -> None:
-        """Read the log directory's free space every ``interval`` seconds (on the event loop),
+        """Read each log directory's free space every ``interval`` seconds (on the event loop),
         and say once per change whether produce is refused (see storage/disk_space.py)."""
-        if self.space is not None:
-            if self.space.below_reserve:
-                _log.warning("%s", self.space.refusal())
-            self._spawn(self._watch_space_forever(self.space, interval))
+        self._loop = asyncio.get_running_loop()
+        for space in self.spaces.values():
+            if space.below_reserve:
+                _log.warning("%s", space.refusal())
+            self._spawn(self._watch_space_forever(space, interval))
+
+    def _on_dir_failure(self, log_dir: str, partitions: list[tuple[str, int]]) -> None:
+        """A log directory failed (any thread): on the loop, stop following its partitions, give up
+        their leaderships (the coordinators unload) and wake their waits, which then answer
+        KAFKA_STORAGE_ERROR (a delayed produce included: never acknowledged)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._dir_failed, partitions)
+
+    def _dir_failed(self, partitions: list[tuple[str, int]]) -> None:
+        for key in partitions:
+            self._drop(key)
+            self.purgatory.notify(key)
 
     async def _watch_space_forever(self, space: LogDirSpace, interval: float) -> None:
         said = space.below_reserve
