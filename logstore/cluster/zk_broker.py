@@ -251,6 +251,7 @@ class ZkBroker:
 
     def start(self, cluster_id: str) -> str:
         """Join the cluster; returns its id (``cluster_id`` if this broker made it)."""
+        self.logs.dir_failures.add_listener(self._on_dir_failure)  # queued until the worker runs
         self.zk.start()
         cluster = self.zk.get_or_create_cluster_id(cluster_id)
         self._load_local_logs()

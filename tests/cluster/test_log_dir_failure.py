@@ -1,0 +1,104 @@
+"""A broker's log dir fails for real (fsync and fdatasync answer EIO, libfiu) in a 3-broker cluster.
+
+The broker treats the dir as failed (PostgreSQL's fsyncgate: after a failed
+fsync the page cache may have dropped the data), reports it, and the
+controller moves leadership and ISR membership off its replicas while the
+broker keeps running; an idempotent acks=all producer goes on being
+acknowledged by the other two (min.insync.replicas=2); nothing acknowledged
+is lost or written twice. Restarted without the fault, the broker tries the
+dir again and its replicas rejoin every ISR.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import KafkaError, Message, Producer
+
+from tests.kit import fiu
+from tests.kit.brokerkit import BrokerProcess, wait_until
+from tests.kit.clusterkit import consume_all, create_topic, isrs, leaders, metadata
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
+
+TOPIC = "synced"
+PARTITIONS = 3
+
+
+def test_a_failed_fsync_takes_the_dir_offline_and_leadership_moves(cluster: Callable[..., BrokerProcess]) -> None:
+    reason = fiu.unavailable()
+    if reason:
+        pytest.skip(reason)
+    brokers = {i: cluster(i, wrapper=fiu.WRAPPER) for i in (1, 2, 3)}
+    wait_until(lambda: all(len(metadata(b.bootstrap).brokers) == 3 for b in brokers.values()), "three brokers")
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    create_topic(bootstrap, TOPIC, PARTITIONS, 3, **{"min.insync.replicas": "2", "flush.messages": "1"})
+    victim = leaders(bootstrap, TOPIC)[0]
+    led = {p for p, b in leaders(bootstrap, TOPIC).items() if b == victim}
+
+    acked: dict[bytes, tuple[int, int]] = {}
+    failures: dict[str, int] = {}
+    acked_at: list[float] = []
+
+    def report(err: KafkaError | None, msg: Message) -> None:
+        if err is None:
+            acked[msg.value() or b""] = (msg.partition() or 0, msg.offset() or 0)
+            acked_at.append(time.monotonic())
+        else:
+            failures[err.name()] = failures.get(err.name(), 0) + 1
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 2, "delivery.timeout.ms": 30000, "on_delivery": report})  # fmt: skip
+    stop = threading.Event()
+
+    def load() -> None:
+        n = 0
+        while not stop.is_set() and n < 200_000:
+            producer.produce(TOPIC, value=b"%d" % n, partition=n % PARTITIONS)
+            producer.poll(0)
+            n += 1
+            time.sleep(0.002)
+
+    loader = threading.Thread(target=load, daemon=True)
+    loader.start()
+    try:
+        wait_until(lambda: len(acked) > 300, "acknowledgements before the fault", timeout=30)
+        injector = fiu.Fiu(brokers[victim].proc.pid if brokers[victim].proc else 0)
+        faulted = time.monotonic()
+        injector.enable("posix/io/sync/fdatasync", errno.EIO)
+        injector.enable("posix/io/sync/fsync", errno.EIO)
+        others = [b for i, b in brokers.items() if i != victim]
+        wait_until(
+            lambda: all(victim not in isr for isr in isrs(others[0].bootstrap, TOPIC).values())
+            and all(leader != victim for leader in leaders(others[0].bootstrap, TOPIC).values()),
+            f"leadership and ISR off broker {victim}",
+            timeout=30,
+        )
+        moved_after = time.monotonic() - faulted
+        count = len(acked)
+        wait_until(lambda: len(acked) > count + 300, "acknowledgements after the move", timeout=30)
+        assert brokers[victim].alive, brokers[victim].log_text()[-3000:]
+        assert "offline" in brokers[victim].log_text(), brokers[victim].log_text()[-3000:]
+    finally:
+        stop.set()
+        loader.join(10)
+        producer.flush(40)
+    # The broker restarts without the fault: it tries the dir again and catches up.
+    assert brokers[victim].stop() == 0, brokers[victim].log_text()[-3000:]
+    brokers[victim].wrapper = ()
+    brokers[victim].start()
+    wait_until(lambda: all(victim in isr for isr in isrs(bootstrap, TOPIC).values()), "the replicas back in sync",
+               timeout=60)  # fmt: skip
+    found = consume_all(bootstrap, TOPIC, len(acked))
+    where: dict[bytes, list[tuple[int, int]]] = {}
+    for partition, offset, value in found:
+        where.setdefault(value, []).append((partition, offset))
+    lost = [v for v in acked if v not in where]
+    moved = [v for v, at in acked.items() if v in where and where[v] != [at]]
+    twice = [v for v, at in where.items() if len(at) > 1]
+    assert not lost and not moved and not twice, (lost[:5], moved[:5], twice[:5], failures)
+    assert led and moved_after < 30, (led, moved_after)
