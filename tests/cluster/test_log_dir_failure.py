@@ -1,4 +1,5 @@
-"""A broker's log dir fails for real (fsync and fdatasync answer EIO, libfiu) in a 3-broker cluster.
+"""A broker's log dir fails for real in a 3-broker cluster: fsync and fdatasync answer EIO (libfiu),
+or one of its several directories sits on a disk that dies (tests/kit/faulty_disk.py).
 
 The broker treats the dir as failed (PostgreSQL's fsyncgate: after a failed
 fsync the page cache may have dropped the data), reports it, and the
@@ -12,16 +13,19 @@ dir again and its replicas rejoin every ISR.
 from __future__ import annotations
 
 import errno
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
 from tests.kit import fiu
 from tests.kit.brokerkit import BrokerProcess, wait_until
-from tests.kit.clusterkit import consume_all, create_topic, isrs, leaders, metadata
+from tests.kit.clusterkit import consume_all, create_topic, isrs, leaders, metadata, produce_acked
+from tests.kit.faulty_disk import faulty_disk
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
@@ -102,3 +106,40 @@ def test_a_failed_fsync_takes_the_dir_offline_and_leadership_moves(cluster: Call
     twice = [v for v, at in where.items() if len(at) > 1]
     assert not lost and not moved and not twice, (lost[:5], moved[:5], twice[:5], failures)
     assert led and moved_after < 30, (led, moved_after)
+
+
+def test_one_failed_dir_of_several_moves_only_its_partitions(
+    cluster: Callable[..., BrokerProcess], zk_connect: str, tmp_path: Path
+) -> None:
+    """Broker 1 keeps its logs in two directories, one on a disk that dies for real (an ext4 over
+    a tmpfs that fills): the controller moves leadership and ISR membership off the replicas in
+    that directory only; broker 1 goes on leading and following from the other."""
+    good = tmp_path / "good"
+    with faulty_disk(tmp_path) as disk:
+        settings = {"zookeeper.connect": zk_connect, "broker.id": "1", "zookeeper.session.timeout.ms": "6000"}
+        first = BrokerProcess(f"{good},{disk.mount}", settings, log_dir=str(tmp_path)).start()
+        try:
+            brokers = {1: first, 2: cluster(2), 3: cluster(3)}
+            wait_until(lambda: all(len(metadata(b.bootstrap).brokers) == 3 for b in brokers.values()),
+                       "three brokers")  # fmt: skip
+            bootstrap = ",".join(b.bootstrap for b in brokers.values())
+            create_topic(bootstrap, "jbod", 6, 3, **{"min.insync.replicas": "2", "flush.messages": "1"})
+            doomed = {int(name.rsplit("-", 1)[1]) for name in os.listdir(disk.mount) if name.startswith("jbod-")}
+            kept = set(range(6)) - doomed
+            assert doomed and kept, (doomed, kept)
+            values = [b"%d" % n + b"." * 4000 for n in range(600)]  # new blocks: the writeback fails
+            disk.break_disk()
+            acked, errors = produce_acked(bootstrap, "jbod", values)
+            wait_until(
+                lambda: all(1 not in isrs(bootstrap, "jbod")[p] and leaders(bootstrap, "jbod")[p] != 1 for p in doomed),
+                "broker 1 off the partitions of its failed directory", timeout=30,
+            )  # fmt: skip
+            assert all(1 in isrs(bootstrap, "jbod")[p] for p in kept), isrs(bootstrap, "jbod")
+            assert first.alive and "offline" in first.log_text()
+            found = consume_all(bootstrap, "jbod", len(acked))
+            got = [value for _, _, value in found]
+            assert sorted(got) == sorted(acked) and len(set(got)) == len(got), (len(got), len(acked), errors[:3])
+            assert len(acked) == len(values), errors[:3]  # acks=all went on through the other replicas
+        finally:
+            if first.alive:
+                first.kill()
