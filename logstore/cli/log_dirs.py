@@ -2,8 +2,9 @@
 
 One DescribeLogDirs per broker (the AdminClient's ``describe_log_dirs``): each directory's
 total and free bytes (DescribeLogDirs v4+, KIP-827), its error, and the partitions in it with
-their sizes. A directory whose broker refuses produce below its free-space reserve shows it in
-its free bytes (docs/operations.md: ``log.dir.min.free.bytes``).
+their sizes. A directory below its broker's free-space reserve (``log.dir.min.free.bytes``, read
+with DescribeConfigs; unset: the broker's default, the smaller of 5% of the filesystem and 1 GiB)
+is marked: its broker refuses produce to user topics until space is freed (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import click
 
 from logstore.cli._clients import logstore_admin
 from logstore.cli._options import BOOTSTRAP_OPTION, TIMEOUT_OPTION, with_options
+from logstore.client.admin import ConfigResource, ResourceType
+from logstore.storage.disk_space import default_reserve
 
 
 def _ids(text: str) -> list[int] | None:
@@ -39,8 +42,31 @@ def _size(value: int) -> str:
     return f"{scaled:.1f} {unit}"
 
 
-def kafka_json(found: dict[int, dict[str, dict[str, Any]]], topics: set[str]) -> dict[str, Any]:
-    """``kafka-log-dirs --describe``'s JSON, with each directory's total and free bytes added."""
+def _reserves(admin: Any, brokers: list[int], timeout: float) -> dict[int, int]:
+    """Each broker's ``log.dir.min.free.bytes`` (-1: unset, or not said)."""
+    resources = [ConfigResource(ResourceType.BROKER, str(b)) for b in brokers]
+    found: dict[int, int] = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
+        try:
+            entry = future.result(timeout).get("log.dir.min.free.bytes")
+        except Exception:  # an older broker, or one that refuses: its default applies
+            entry = None
+        found[int(resource.name)] = int(entry.value) if entry is not None and entry.value is not None else -1
+    return found
+
+
+def _below_reserve(entry: dict[str, Any], configured: int) -> tuple[int, bool]:
+    """(the directory's reserve, whether its free bytes are below it)."""
+    total, free = entry["totalBytes"], entry["usableBytes"]
+    reserve = configured if configured >= 0 else default_reserve(total) if total > 0 else 0
+    return reserve, entry["error"] is None and 0 <= free < reserve
+
+
+def kafka_json(
+    found: dict[int, dict[str, dict[str, Any]]], topics: set[str], reserves: dict[int, int] | None = None
+) -> dict[str, Any]:
+    """``kafka-log-dirs --describe``'s JSON, with each directory's total and free bytes added, and
+    with ``reserves`` (broker -> log.dir.min.free.bytes) its reserve and whether produce is refused."""
     brokers = []
     for broker, dirs in sorted(found.items()):
         entries = []
@@ -55,6 +81,9 @@ def kafka_json(found: dict[int, dict[str, dict[str, Any]]], topics: set[str]) ->
                 "logDir": path, "error": None if error is None else error.name(), "partitions": partitions,
                 "totalBytes": info["total_bytes"], "usableBytes": info["usable_bytes"],
             })  # fmt: skip
+            if reserves is not None:
+                reserve, refusing = _below_reserve(entries[-1], reserves.get(broker, -1))
+                entries[-1].update({"reserveBytes": reserve, "produceRefused": refusing})
         brokers.append({"broker": broker, "logDirs": entries})
     return {"version": 1, "brokers": brokers}
 
@@ -79,7 +108,8 @@ def log_dirs(bootstrap_server: str, timeout: float, broker_list: str, topic_list
     topics = {t.strip() for t in topic_list.split(",") if t.strip()}
     with logstore_admin(bootstrap_server) as admin:
         found = admin.describe_log_dirs(brokers, request_timeout=timeout).result()
-    described = kafka_json(found, topics)
+        reserves = _reserves(admin, sorted(found), timeout)
+    described = kafka_json(found, topics, reserves)
     if as_json:
         click.echo(json.dumps(described))
         return
@@ -88,6 +118,9 @@ def log_dirs(bootstrap_server: str, timeout: float, broker_list: str, topic_list
             total, free = entry["totalBytes"], entry["usableBytes"]
             share = f" ({100 * free / total:.0f}% free)" if total > 0 and free >= 0 else ""
             state = f", error {entry['error']}" if entry["error"] else ""
+            if entry["produceRefused"]:
+                state += (f", BELOW ITS RESERVE of {_size(entry['reserveBytes'])}: produce to user topics is refused "
+                          "until space is freed (delete records or topics, lower retention, or add space)")  # fmt: skip
             held = sum(p["size"] for p in entry["partitions"])
             click.echo(
                 f"broker {broker['broker']}: {entry['logDir']}: {_size(total)} total, {_size(free)} free{share}{state}; "

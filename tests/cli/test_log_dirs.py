@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 
 from tests.kit.brokerkit import BrokerProcess, cli, create_topic
 
@@ -44,3 +45,30 @@ def test_log_dirs_says_what_is_wrong() -> None:
     assert "127.0.0.1:1" in refused.stderr
     bad = cli("log-dirs", "--broker-list", "one,two")
     assert bad.returncode == 2 and "broker ids" in bad.stderr
+
+
+def test_log_dirs_says_when_a_broker_refuses_produce_below_its_reserve(tmp_path: Path) -> None:
+    free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
+    broker = BrokerProcess(str(tmp_path / "data"), {"log.dir.min.free.bytes": str(free * 4)}).start()
+    try:
+        refused: list[KafkaError | None] = []
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0, "message.timeout.ms": 5000,
+                             "on_delivery": lambda err, msg: refused.append(err)})  # fmt: skip
+        producer.produce("full", b"x")
+        producer.flush(10)
+        assert refused and refused[0] is not None and refused[0].code() == KafkaError.KAFKA_STORAGE_ERROR, refused
+        shown = cli("log-dirs", "--bootstrap-server", broker.bootstrap)
+        assert shown.returncode == 0, shown.stderr
+        assert "BELOW ITS RESERVE" in shown.stdout and "produce to user topics is refused" in shown.stdout, shown.stdout
+        described = cli("log-dirs", "--bootstrap-server", broker.bootstrap, "--json")
+        (entry,) = json.loads(described.stdout)["brokers"][0]["logDirs"]
+        assert entry["produceRefused"] is True and entry["reserveBytes"] == free * 4
+    finally:
+        broker.stop()
+    healthy = BrokerProcess(str(tmp_path / "data")).start()  # the default reserve: far below the free space
+    try:
+        shown = cli("log-dirs", "--bootstrap-server", healthy.bootstrap, "--json")
+        (entry,) = json.loads(shown.stdout)["brokers"][0]["logDirs"]
+        assert entry["produceRefused"] is False and 0 < entry["reserveBytes"] <= 1 << 30
+    finally:
+        healthy.stop()
