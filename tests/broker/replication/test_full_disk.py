@@ -48,10 +48,11 @@ def _free(path: Path) -> int:
     return stat.f_bavail * stat.f_frsize
 
 
-def _fill(bootstrap: str, start: int = 0) -> tuple[list[bytes], dict[str, int], float]:
+def _fill(bootstrap: str, start: int = 0, client: object = None) -> tuple[list[bytes], dict[str, int], float]:
     """Produce numbered values (acks=all, no retries: a refusal is reported at once) until
     deliveries fail; the acknowledged ones, the errors, and the seconds from the last
-    acknowledgement to the first refusal."""
+    acknowledgement to the first refusal. ``client``: the module with ``Producer``
+    (confluent_kafka by default, or logstore.client)."""
     acked: list[bytes] = []
     errors: dict[str, int] = {}
     last_ack = [0.0]
@@ -66,7 +67,7 @@ def _fill(bootstrap: str, start: int = 0) -> tuple[list[bytes], dict[str, int], 
             first_error[0] = first_error[0] or time.monotonic()
             errors[err.name()] = errors.get(err.name(), 0) + 1
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+    producer = getattr(client, "Producer", Producer)({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                          "retries": 0, "message.timeout.ms": 3000, "on_delivery": report})  # fmt: skip
     deadline = time.monotonic() + 60
     sent = start
@@ -162,7 +163,7 @@ def test_a_full_disk_refuses_produce_drains_resumes_and_restarts(small_disk: Pat
     # Full again; retention deleting old segments gives the space back, and writes resume.
     filler.unlink()
     time.sleep(1.0)  # the broker's next look at the free space (every 250 ms) lets writes in again
-    more, errors, _ = _fill(broker.bootstrap, start=1_000_000)
+    more, errors, _ = _fill(broker.bootstrap, start=1_000_000, client=logstore.client)  # logstore's producer fills
     assert more and errors, (len(more), errors)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     topic = ConfigResource(ConfigResource.Type.TOPIC, "fill", incremental_configs=[
