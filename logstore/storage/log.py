@@ -929,6 +929,28 @@ class Log:
             if self._standalone:
                 self._write_own_state()
 
+    def relocate(self, path: str, finish: Callable[[], None]) -> None:
+        """Serve from ``path`` (a move to another log directory, storage/log_mover.py): under the
+        append lock, the log flushed and its segments closed, ``finish()`` copies what is left and
+        renames the directories; the segments then reopen at ``path`` (at the old path if
+        ``finish`` raised). Appends wait meanwhile; the HW and log start are kept."""
+        with self._lock:
+            self.flush()  # an I/O error here is the source directory's (reported by flush)
+            end, start, hw, old = self.log_end_offset, self.log_start_offset, self._high_watermark, self.path
+            for segment in self.segments.values():
+                segment.close()
+            try:
+                finish()
+            except BaseException:
+                path = old
+                raise
+            finally:
+                self.path = path
+                self.epochs = LeaderEpochFileCache(path)
+                self._transactions = None
+                self._load(end, start, True)
+                self._high_watermark = hw
+
     def abandon(self, timeout: float = 5.0) -> None:
         """Close with no I/O (no flush, no index trim): the log's directory failed. What was not
         fsynced is left to recovery at the next open. Waits up to ``timeout`` seconds for an

@@ -81,6 +81,7 @@ from logstore.storage.log import (
     SyncFailedError,
 )
 from logstore.storage.log_dir_failure import LogDirFailureChannel
+from logstore.storage.log_mover import LogMove, complete_or_discard
 
 _log = logging.getLogger("logstore.store")
 
@@ -143,17 +144,23 @@ class LogManager:
             checkpoint_interval_ms,
             cleaner_backoff_ms,
         )
+        self._moves: dict[TopicPartition, LogMove] = {}  # partitions being moved to another log dir
+        # replica.alter.log.dirs.io.max.bytes.per.second: a move's copy rate (<= 0: unbounded)
+        self.move_rate = 0
         try:
             for index, log_dir in enumerate(dirs):
                 try:
                     os.makedirs(log_dir, exist_ok=True)
                     self._lock_fds[log_dir] = self._acquire_directory_lock(log_dir)
                     self._write_meta(log_dir)
-                    self._remove_deleted_logs(log_dir)
                 except OSError as e:
                     if index == 0:
                         raise
                     self.dir_failures.fail(log_dir, e)
+            # A move cut short (log_mover.py's crash policy), then the -delete leftovers.
+            complete_or_discard(self.online_dirs(), lambda name: parse_log_dir(name) is not None)
+            for log_dir in self.online_dirs():
+                self._remove_deleted_logs(log_dir)
         except BaseException:
             self._release_directory_locks()
             raise
@@ -334,6 +341,7 @@ class LogManager:
 
     def _take_offline(self, log_dir: str, partitions: list[TopicPartition]) -> None:
         """The channel's first listener: abandon the directory's logs (no I/O), list them offline."""
+        self._cancel_moves(lambda key, move: move.target == log_dir or self._dir_of.get(key) == log_dir)
         with self._lock:
             doomed = []
             for key in [k for k, d in self._dir_of.items() if d == log_dir]:
@@ -351,10 +359,54 @@ class LogManager:
         """The online directory of this partition's log, or None. O(1)."""
         return self._dir_of.get((topic, partition))
 
+    # -- moving a log to another directory (AlterReplicaLogDirs; log_mover.py) ---
+
+    def start_move(self, topic: str, partition: int, target: str) -> LogMove | None:
+        """Start moving a partition's log to the log directory ``target`` (in the background; see
+        log_mover.py); None when it is there already. LogstoreError: no such directory or it is
+        offline (the message says), the partition is not here, or it is moving already."""
+        target = os.path.abspath(target)
+        key = (topic, partition)
+        with self._lock:
+            self.check_open()
+            if target not in self.log_dirs:
+                raise LogstoreError(f"{target} is not one of the log directories ({', '.join(self.log_dirs)})")
+            if self.dir_failures.is_offline(target):
+                raise LogstoreError(f"the log directory {target} is offline")
+            log, current = self._logs.get(key), self._dir_of.get(key)
+            if log is None or current is None:
+                raise LogstoreError(f"no log of {topic}-{partition} here")
+            if current == target:
+                return None
+            if key in self._moves:
+                raise LogstoreError(f"{topic}-{partition} is moving to {self._moves[key].target} already")
+            move = self._moves[key] = LogMove(log, topic, partition, target, self.move_rate, self._move_done)
+        return move.start()
+
+    def _move_done(self, move: LogMove) -> None:
+        key = parse_log_dir(move.name)
+        move.cleanup()
+        with self._lock:
+            if key is not None and self._moves.get(key) is move:
+                del self._moves[key]
+                if move.error is None and self._logs.get(key) is move.log:
+                    self._dir_of[key] = move.target
+                    move.log.on_io_error = functools.partial(self.report_io_error, move.target)
+
     def future_logs(self) -> dict[TopicPartition, tuple[str, int, int]]:
-        """Partitions being moved to another log directory: (target dir, bytes copied, offsets
-        behind the current log). None are, as AlterReplicaLogDirs is not served yet."""
-        return {}
+        """Partitions being moved (DescribeLogDirs' future replicas): (target dir, bytes copied,
+        offsets behind the current log)."""
+        with self._lock:
+            moves = dict(self._moves)
+        return {key: (move.target, move.copied_bytes, move.offset_lag) for key, move in moves.items()}
+
+    def _cancel_moves(self, keys: Callable[[TopicPartition, LogMove], bool], join: bool = False) -> None:
+        """Stop the moves ``keys`` picks; ``join``: wait for their threads (never under the lock:
+        a move's end takes it)."""
+        with self._lock:
+            doomed = [move for key, move in self._moves.items() if keys(key, move)]
+        for move in doomed:
+            move.cancel(10.0 if join else 0.0)
 
     def offline_partitions(self) -> dict[TopicPartition, str]:
         """The partitions of failed directories, with their directory. O(partitions)."""
@@ -400,6 +452,8 @@ class LogManager:
         """Close and delete these logs (unknown ones are skipped). O(logs)."""
         with self._lock:
             self.check_open()
+            wanted = set(keys)
+            self._cancel_moves(lambda key, move: key in wanted)
             touched = set()
             for key in keys:
                 self._offline.pop(key, None)  # in a failed directory: forgotten, its files left there
@@ -547,6 +601,7 @@ class LogManager:
     def close(self) -> None:
         """Stop the scheduler, flush and close every log, checkpoint, mark a clean shutdown in each
         online directory (a failed directory gets no marker: its next open recovers)."""
+        self._cancel_moves(lambda key, move: True, join=True)
         with self._lock:
             if self._closed:
                 return
