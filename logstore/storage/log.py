@@ -196,6 +196,7 @@ class Log:
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
         self._closed = False
+        self.truncations = 0  # counts truncations: a log move copies every file again after one
         self._high_watermark: int | None = None
         self._transactions: LogTransactions | None = None  # built on first use (storage/transactions.py)
         self._last_flush = time.monotonic()
@@ -809,6 +810,7 @@ class Log:
             return self._truncate_fully_and_start_at(offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> int:
+        self.truncations += 1
         removed = 0
         for base in list(self.segments.keys()):
             removed += self._delete_segment(base)
@@ -824,6 +826,7 @@ class Log:
         return removed
 
     def _after_truncation(self) -> None:
+        self.truncations += 1
         self._forget_transactions()
         end = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, end)

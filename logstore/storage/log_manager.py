@@ -532,6 +532,8 @@ class LogManager:
         """Compact every log that is due now (the scheduler's call); their results."""
         results = {}
         for key, log in sorted(self.logs().items()):
+            if key in self._moves:  # its files are being copied elsewhere: compacted after the move
+                continue
             try:
                 if self._cleaner.needs_cleaning(log, now_ms):
                     results[key] = self._cleaner.clean(log, now_ms)

@@ -102,6 +102,7 @@ class LogMove:
         self._done = done
         self._cancel = threading.Event()
         self._copied: dict[str, tuple[int, int]] = {}  # name -> (inode, bytes copied)
+        self._truncations = log.truncations  # a truncation since: every file is copied again
         self._started = time.monotonic()
         self.thread = threading.Thread(target=self._run, name=f"logstore-move-{self.name}", daemon=True)
 
@@ -140,6 +141,8 @@ class LogMove:
 
     def _swap(self, source: str) -> None:
         """Under the log's lock, its segments closed: catch up, fsync, rename (see the module doc)."""
+        if self.log.truncations != self._truncations:  # a prefix copied may have changed since
+            self._copied.clear()
         self._copy_all(source, throttled=False)
         names = set(os.listdir(source))
         for name in set(os.listdir(self.future)) - names:
@@ -183,7 +186,12 @@ class LogMove:
             inode, done = self._copied.get(name, (-1, 0))
             if inode != stat.st_ino or stat.st_size < done:
                 done = 0  # a new file under this name (compaction's swap) or a truncated one
-            self._copied[name] = (stat.st_ino, self._copy_file(path, os.path.join(self.future, name), done, throttled))
+            try:
+                copied = self._copy_file(path, os.path.join(self.future, name), done, throttled)
+            except FileNotFoundError:  # removed meanwhile (retention); the catch-up drops it
+                self._copied.pop(name, None)
+                continue
+            self._copied[name] = (stat.st_ino, copied)
 
     def _copy_file(self, src: str, dst: str, start: int, throttled: bool) -> int:
         """Copy ``src`` from ``start`` to its current end into ``dst`` (truncated to ``start`` first);

@@ -12,7 +12,7 @@ import pytest
 from logstore.errors import LogstoreError
 from logstore.storage.config import LogConfig
 from logstore.storage.log_manager import LogManager
-from logstore.storage.log_mover import source_of_future
+from logstore.storage.log_mover import LogMove, source_of_future
 
 pytestmark = pytest.mark.unit
 
@@ -103,4 +103,31 @@ def test_moves_that_cannot_be(tmp_path: pathlib.Path) -> None:
     manager.dir_failures.fail(other, OSError(5, "Input/output error"))
     with pytest.raises(LogstoreError, match="offline"):
         manager.start_move("t", 0, other)
+    manager.close()
+
+
+def test_a_truncation_between_the_copy_and_the_swap_copies_again(tmp_path: pathlib.Path) -> None:
+    """A follower's truncation rewrites the end of a segment under the same inode and size; the
+    catch-up must not trust the prefix it copied before it (driven step by step)."""
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    manager = LogManager(dirs)
+    manager.load({}, start_scheduler=False)
+    manager.create_logs({("t", 0): CONFIG})
+    source = manager.dir_of("t", 0)
+    assert source is not None
+    target = next(d for d in dirs if d != source)
+    log = manager.find_log("t", 0)
+    assert log is not None
+    for i in range(100):
+        log.append([b"old-%03d" % i])
+    move = LogMove(log, "t", 0, target, 0, lambda m: None)
+    os.makedirs(move.future)
+    move._copy_all(log.path, throttled=True)  # step 1
+    log.truncate_to(50)
+    for i in range(50, 100):  # the same sizes, other bytes
+        log.append([b"new-%03d" % i])
+    log.relocate(os.path.join(target, "t-0"), lambda: move._swap(os.path.join(source, "t-0")))  # steps 2, 3
+    move.cleanup()
+    values = [r.value for r in log.read(0, 1 << 20).records]
+    assert values == [b"old-%03d" % i for i in range(50)] + [b"new-%03d" % i for i in range(50, 100)]
     manager.close()
