@@ -335,6 +335,18 @@ class LogManager:
             return
         self.dir_failures.fail(log_dir, error)
 
+    def report_file_error(self, fd: int, error: OSError) -> None:
+        """An I/O error reading an open file outside the Log (a fetch's sendfile or pread): fail the
+        log directory that holds it (:meth:`report_io_error`); a file in none is ignored."""
+        try:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return
+        for log_dir in self.log_dirs:
+            if path.startswith(log_dir + os.sep):
+                self.report_io_error(log_dir, error)
+                return
+
     def _partitions_in(self, log_dir: str) -> list[TopicPartition]:
         with self._lock:
             return sorted(key for key, d in self._dir_of.items() if d == log_dir)
