@@ -132,6 +132,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}  # the directory of each log in _logs
         self._offline: dict[TopicPartition, str] = {}  # partitions of failed directories -> the directory
+        self._failed: frozenset[str] = frozenset()  # the failed directories (set first: see _take_offline)
         self.dir_failures = LogDirFailureChannel(self._partitions_in)
         self.dir_failures.add_listener(self._take_offline)
         self._lock_fds: dict[str, int] = {}
@@ -347,29 +348,54 @@ class LogManager:
                 self.report_io_error(log_dir, error)
                 return
 
+    # The failure listener must never wait for the manager's lock: the thread whose I/O failed may
+    # hold a log's lock that a holder of the manager's lock waits for (delete_logs closing that
+    # log). So it reads the maps lock-free (a copy of a dict is atomic), marks the directory failed
+    # at once (find_log and offline_dir_of consult _failed), and moves the logs off the maps under
+    # the lock when it can have it: at once, else in a thread of its own.
+
     def _partitions_in(self, log_dir: str) -> list[TopicPartition]:
-        with self._lock:
-            return sorted(key for key, d in self._dir_of.items() if d == log_dir)
+        return sorted(key for key, d in list(self._dir_of.items()) if d == log_dir)
 
     def _take_offline(self, log_dir: str, partitions: list[TopicPartition]) -> None:
-        """The channel's first listener: abandon the directory's logs (no I/O), list them offline."""
+        """The channel's first listener: the directory's partitions offline at once, their logs
+        abandoned (no I/O) and moved off the maps."""
+        self._failed = self._failed | {log_dir}
         self._cancel_moves(lambda key, move: move.target == log_dir or self._dir_of.get(key) == log_dir)
+        if self._lock.acquire(timeout=0.5):
+            try:
+                self._offline_locked(log_dir)
+            finally:
+                self._lock.release()
+            return
+        threading.Thread(target=self._offline_later, args=(log_dir,), name="logstore-log-dir-offline",
+                         daemon=True).start()  # fmt: skip
+
+    def _offline_later(self, log_dir: str) -> None:
         with self._lock:
-            doomed = []
-            for key in [k for k, d in self._dir_of.items() if d == log_dir]:
-                del self._dir_of[key]
-                doomed.append(self._logs.pop(key))
-                self._offline[key] = log_dir
+            self._offline_locked(log_dir)
+
+    def _offline_locked(self, log_dir: str) -> None:
+        doomed = []
+        for key in [k for k, d in self._dir_of.items() if d == log_dir]:
+            del self._dir_of[key]
+            doomed.append(self._logs.pop(key))
+            self._offline[key] = log_dir
         for log in doomed:
             log.abandon()
 
     def offline_dir_of(self, topic: str, partition: int) -> str | None:
         """The failed directory that holds (or may hold) this partition, or None. O(1)."""
-        return self._offline.get((topic, partition))
+        found = self._offline.get((topic, partition))
+        if found is None and self._failed:
+            found = self._dir_of.get((topic, partition))
+            return found if found in self._failed else None
+        return found
 
     def dir_of(self, topic: str, partition: int) -> str | None:
         """The online directory of this partition's log, or None. O(1)."""
-        return self._dir_of.get((topic, partition))
+        found = self._dir_of.get((topic, partition))
+        return None if found in self._failed else found
 
     # -- moving a log to another directory (AlterReplicaLogDirs; log_mover.py) ---
 
@@ -414,9 +440,8 @@ class LogManager:
 
     def _cancel_moves(self, keys: Callable[[TopicPartition, LogMove], bool], join: bool = False) -> None:
         """Stop the moves ``keys`` picks; ``join``: wait for their threads (never under the lock:
-        a move's end takes it)."""
-        with self._lock:
-            doomed = [move for key, move in self._moves.items() if keys(key, move)]
+        a move's end takes it). Lock-free (the failure listener calls it)."""
+        doomed = [move for key, move in list(self._moves.items()) if keys(key, move)]
         for move in doomed:
             move.cancel(10.0 if join else 0.0)
 
@@ -496,13 +521,18 @@ class LogManager:
                     log.config = config
 
     def find_log(self, topic: str, partition: int) -> Log | None:
-        """The Log of one partition, or None. O(1)."""
+        """The Log of one partition, or None (none here, or in a failed directory). O(1)."""
         self.check_open()
+        if self._failed and self._dir_of.get((topic, partition)) in self._failed:
+            return None
         return self._logs.get((topic, partition))
 
     def logs(self) -> dict[TopicPartition, Log]:
-        """A copy of the logs by (topic, partition). O(logs)."""
-        return dict(self._logs)
+        """A copy of the logs by (topic, partition), none of a failed directory. O(logs)."""
+        if not self._failed:
+            return dict(self._logs)
+        failed, where = self._failed, dict(self._dir_of)
+        return {key: log for key, log in list(self._logs.items()) if where.get(key) not in failed}
 
     # -- background work ---------------------------------------------------
 
@@ -616,12 +646,12 @@ class LogManager:
         """Stop the scheduler, flush and close every log, checkpoint, mark a clean shutdown in each
         online directory (a failed directory gets no marker: its next open recovers)."""
         self._cancel_moves(lambda key, move: True, join=True)
+        if self._thread is not None:  # joined outside the lock: its failure listener may need it
+            self._stop.set()
+            self._thread.join()
         with self._lock:
             if self._closed:
                 return
-            if self._thread is not None:
-                self._stop.set()
-                self._thread.join()
             for log in list(self._logs.values()):
                 with contextlib.suppress(OSError):  # reported by the log: its directory goes offline
                     log.flush()

@@ -191,3 +191,32 @@ def test_a_read_error_on_a_file_of_a_log_dir_fails_that_dir(tmp_path: pathlib.Pa
         os.close(outside)
         os.close(inside)
     manager.close()
+
+
+def test_a_failure_never_waits_for_the_managers_lock(tmp_path: pathlib.Path) -> None:
+    """The thread whose I/O failed may hold a log's lock that a holder of the manager's lock waits
+    for (delete_logs closing that log): the failure takes the partitions offline at once and
+    finishes its bookkeeping once the lock is free."""
+    import threading
+    import time
+
+    dirs = _dirs(tmp_path, 2)
+    manager = LogManager(dirs)
+    manager.load({}, start_scheduler=False)
+    manager.create_logs({("t", 0): CONFIG, ("t", 1): CONFIG})
+    doomed = manager.dir_of("t", 1)
+    log = manager.find_log("t", 1)
+    assert doomed is not None and log is not None
+    with manager._lock:  # another thread's structural change in progress
+        failing = threading.Thread(target=manager.dir_failures.fail, args=(doomed, OSError(errno.EIO, "EIO")))
+        failing.start()
+        failing.join(5)
+        assert not failing.is_alive()  # it did not wait for the lock
+        assert manager.find_log("t", 1) is None and manager.offline_dir_of("t", 1) == doomed
+        assert manager.dir_of("t", 1) is None and ("t", 1) not in manager.logs()
+    for _ in range(500):  # the bookkeeping finishes once the lock is free (bounded: 5 s)
+        if log.closed:
+            break
+        time.sleep(0.01)
+    assert log.closed and manager.offline_partitions() == {("t", 1): doomed}
+    manager.close()
