@@ -8,7 +8,9 @@ Unarmed, a crash point costs one global lookup.
 Points: ``segment.mid_write`` (half a batch written), ``segment.after_log_write``
 (log written, index not), ``log.roll.after_seal`` and ``log.roll.after_create``
 (mid-roll), ``checkpoint.after_tmp`` and ``checkpoint.after_rename``
-(mid-checkpoint), ``log.after_append`` (appended, not yet acknowledged).
+(mid-checkpoint), ``log.after_append`` (appended, not yet acknowledged),
+``log_move.copied``, ``log_move.future_synced``, ``log_move.source_renamed`` and
+``log_move.future_renamed`` (moving a log to another log directory: storage/log_mover.py).
 """
 
 from __future__ import annotations

@@ -56,6 +56,12 @@ from logstore.storage.store import Store
 _log = logging.getLogger("logstore.broker")
 
 
+def _move_rate(config: BrokerConfig) -> int:
+    """replica.alter.log.dirs.io.max.bytes.per.second as a LogManager's move_rate (0: unbounded)."""
+    rate = int(config.values["replica.alter.log.dirs.io.max.bytes.per.second"])
+    return 0 if rate >= (1 << 63) - 1 else rate
+
+
 # Response chunks that can wait in Connection._pending as they are.
 class Broker:
     """A Kafka-protocol broker over a :class:`Store`.
@@ -127,6 +133,7 @@ class Broker:
             self.log_dirs = list(self.log_manager.log_dirs)
             self.metadata.track_store(self.store, self.node_id)
             self.controller = LocalController(self.store)
+        self.log_manager.move_rate = _move_rate(config)  # AlterReplicaLogDirs' copy rate
         # Prometheus metrics (broker_metrics.py; served by metrics_http.py when metrics.listener is set);
         # the scrape-time families of this broker's state first (live_metrics.py).
         self.metrics = BrokerMetrics()
@@ -265,6 +272,7 @@ class Broker:
         log defaults go to ``controller`` (this broker's own by default) for every topic."""
         before = self.config.log_defaults()
         self.config = new
+        self.log_manager.move_rate = _move_rate(new)
         after = new.log_defaults()
         if after != before:
             (controller or self.controller).set_defaults(after)

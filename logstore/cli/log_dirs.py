@@ -1,22 +1,28 @@
-"""``logstore log-dirs``: the brokers' log directories, like ``kafka-log-dirs --describe``.
+"""``logstore log-dirs``: the brokers' log directories, like ``kafka-log-dirs --describe``;
+``logstore log-dirs move``: a partition to another log directory of its broker (AlterReplicaLogDirs,
+what ``kafka-reassign-partitions`` does with a ``log_dirs`` entry).
 
 One DescribeLogDirs per broker (the AdminClient's ``describe_log_dirs``): each directory's
 total and free bytes (DescribeLogDirs v4+, KIP-827), its error, and the partitions in it with
-their sizes. A directory below its broker's free-space reserve (``log.dir.min.free.bytes``, read
-with DescribeConfigs; unset: the broker's default, the smaller of 5% of the filesystem and 1 GiB)
-is marked: its broker refuses produce to user topics until space is freed (docs/operations.md).
+their sizes, and the partitions being moved into it (future replicas: bytes copied, offset lag).
+A failed directory shows its error (KAFKA_STORAGE_ERROR). A directory below its broker's
+free-space reserve (``log.dir.min.free.bytes``, read with DescribeConfigs; unset: the broker's
+default, the smaller of 5% of the filesystem and 1 GiB) is marked: its broker refuses produce to
+user topics until space is freed (docs/operations.md).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import click
 
-from logstore.cli._clients import logstore_admin
+from logstore.cli._clients import ConsoleError, client_call, logstore_admin
 from logstore.cli._options import BOOTSTRAP_OPTION, TIMEOUT_OPTION, with_options
 from logstore.client.admin import ConfigResource, ResourceType
+from logstore.client.types import TopicPartition
 from logstore.storage.disk_space import default_reserve
 
 
@@ -75,6 +81,12 @@ def kafka_json(
                 {"partition": f"{tp.topic}-{tp.partition}", "size": size, "offsetLag": 0, "isFuture": False}
                 for tp, size in sorted(info["partitions"].items(), key=lambda item: (item[0].topic, item[0].partition))
                 if not topics or tp.topic in topics
+            ] + [
+                {"partition": f"{tp.topic}-{tp.partition}", "size": size, "offsetLag": lag, "isFuture": True}
+                for tp, (size, lag) in sorted(
+                    info.get("future", {}).items(), key=lambda item: (item[0].topic, item[0].partition)
+                )
+                if not topics or tp.topic in topics
             ]
             error = info["error"]
             entries.append({
@@ -88,22 +100,30 @@ def kafka_json(
     return {"version": 1, "brokers": brokers}
 
 
-@click.command("log-dirs")
+@click.group("log-dirs", invoke_without_command=True)
 @with_options(BOOTSTRAP_OPTION, TIMEOUT_OPTION)
 @click.option("--broker-list", default="", metavar="ID,...", help="Only these brokers (default: every broker).")
 @click.option("--topic-list", default="", metavar="T,...", help="Only the partitions of these topics.")
 @click.option("--json", "as_json", is_flag=True, help="Print kafka-log-dirs' JSON (with totalBytes, usableBytes).")
-def log_dirs(bootstrap_server: str, timeout: float, broker_list: str, topic_list: str, as_json: bool) -> None:
-    """The brokers' log directories, like kafka-log-dirs --describe.
+@click.pass_context
+def log_dirs(
+    ctx: click.Context, bootstrap_server: str, timeout: float, broker_list: str, topic_list: str, as_json: bool
+) -> None:
+    """The brokers' log directories, like kafka-log-dirs --describe; `move` moves a partition.
 
     \b
     logstore log-dirs                              every broker's directories
     logstore log-dirs --broker-list 1 --topic-list events --json
+    logstore log-dirs move events 0 /data/b        (see logstore log-dirs move --help)
 
-    Each directory: its total and free bytes, its error (KAFKA_STORAGE_ERROR: offline), and
-    the bytes of the partitions in it. A broker whose free bytes fall below its reserve
-    (log.dir.min.free.bytes) refuses produce to user topics until space is freed.
+    Each directory: its total and free bytes, its error (KAFKA_STORAGE_ERROR: the directory
+    failed, an I/O error; its partitions are offline until the broker restarts), the bytes of
+    the partitions in it, and the partitions being moved into it ("future": bytes copied and
+    offsets behind). A broker whose free bytes fall below its reserve (log.dir.min.free.bytes)
+    refuses produce to user topics until space is freed.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     brokers = _ids(broker_list)
     topics = {t.strip() for t in topic_list.split(",") if t.strip()}
     with logstore_admin(bootstrap_server) as admin:
@@ -126,6 +146,75 @@ def log_dirs(bootstrap_server: str, timeout: float, broker_list: str, topic_list
                 f"broker {broker['broker']}: {entry['logDir']}: {_size(total)} total, {_size(free)} free{share}{state}; "
                 f"{len(entry['partitions'])} partitions, {_size(held)}"
             )
-            if topics:
-                for p in entry["partitions"]:
+            for p in entry["partitions"]:
+                if p["isFuture"]:
+                    click.echo(
+                        f"  {p['partition']}: moving here (future replica): {_size(p['size'])} copied, "
+                        f"{p['offsetLag']} offsets behind"
+                    )
+                elif topics:
                     click.echo(f"  {p['partition']}: {_size(p['size'])}")
+
+
+def _moved(admin: Any, broker: int, tp: TopicPartition, path: str, timeout: float) -> bool:
+    """Whether the partition serves from ``path`` now, with no future replica left."""
+    found = admin.describe_log_dirs([broker], request_timeout=timeout).result()
+    dirs = found.get(broker, {})
+    info = dirs.get(path)
+    return info is not None and tp in info["partitions"] and not any(tp in d["future"] for d in dirs.values())
+
+
+@log_dirs.command("move")
+@with_options(BOOTSTRAP_OPTION, TIMEOUT_OPTION)
+@click.argument("topic")
+@click.argument("partition", type=click.IntRange(min=0))
+@click.argument("log_dir", metavar="DIR")
+@click.option("--broker", "broker_id", type=int, default=None,
+              help="The broker whose replica moves (default: the only broker; required with several).")
+@click.option("--wait/--no-wait", default=True, show_default=True,
+              help="Wait until the partition serves from DIR (bounded by --wait-timeout).")
+@click.option("--wait-timeout", type=click.FloatRange(min=0), default=300, show_default=True,
+              help="Seconds to wait for the copy with --wait.")  # fmt: skip
+def move(
+    bootstrap_server: str, timeout: float, topic: str, partition: int, log_dir: str, broker_id: int | None,
+    wait: bool, wait_timeout: float,
+) -> None:  # fmt: skip
+    """Move partition PARTITION of TOPIC to DIR, another log directory of its broker
+    (AlterReplicaLogDirs, KIP-113).
+
+    \b
+    logstore log-dirs move events 0 /data/b
+    logstore log-dirs move events 0 /data/b --broker 2 --no-wait
+
+    DIR is the absolute path as `logstore log-dirs` shows it. The partition stays online: it is
+    copied into DIR while producers go on (at most
+    replica.alter.log.dirs.io.max.bytes.per.second), then appends wait a moment while the
+    last bytes are copied and the copy takes its place; `logstore log-dirs` shows the copy as a
+    future replica meanwhile. Errors: LOG_DIR_NOT_FOUND (DIR is not one of the broker's
+    log.dirs), KAFKA_STORAGE_ERROR (DIR or the partition's directory is offline),
+    REPLICA_NOT_AVAILABLE (the broker holds no replica of it), REASSIGNMENT_IN_PROGRESS (it is
+    moving to another directory already).
+    """
+    tp = TopicPartition(topic, partition)
+    with logstore_admin(bootstrap_server) as admin:
+        if broker_id is None:
+            found = client_call("DescribeLogDirs", lambda: admin.describe_log_dirs(request_timeout=timeout).result())
+            if len(found) != 1:
+                raise ConsoleError(f"{len(found)} brokers: name the one whose replica moves with --broker")
+            broker_id = next(iter(found))
+        futures = client_call(
+            "AlterReplicaLogDirs", lambda: admin.alter_replica_log_dirs(broker_id, {tp: log_dir}, request_timeout=timeout)
+        )
+        client_call(f"moving {topic}-{partition} to {log_dir}", lambda: futures[tp].result())
+        click.echo(f"broker {broker_id}: moving {topic}-{partition} to {log_dir}")
+        if not wait:
+            return
+        deadline = time.monotonic() + wait_timeout
+        for _ in range(1_000_000):  # bounded by the deadline too
+            if client_call("DescribeLogDirs", lambda: _moved(admin, broker_id, tp, log_dir, timeout)):
+                click.echo(f"broker {broker_id}: {topic}-{partition} is in {log_dir}")
+                return
+            if time.monotonic() > deadline:
+                raise ConsoleError(f"{topic}-{partition} is not in {log_dir} after {wait_timeout:g} s; "
+                                   "see logstore log-dirs")  # fmt: skip
+            time.sleep(0.2)

@@ -86,6 +86,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     31: 3,  # DeleteAcls
     32: 4,  # DescribeConfigs
     33: 2,  # AlterConfigs
+    34: 2,  # AlterReplicaLogDirs
     35: 4,  # DescribeLogDirs
     36: 2,  # SaslAuthenticate
     37: 3,  # CreatePartitions

@@ -182,6 +182,7 @@ RULES: dict[int, tuple[str, tuple[Rule, ...]]] = {
         R(ALTER_CONFIGS, CLUSTER, "BROKER and BROKER_LOGGER resources; CLUSTER_AUTHORIZATION_FAILED"),
         R(ALTER_CONFIGS, GROUP, "GROUP resources; GROUP_AUTHORIZATION_FAILED"),
     )),
+    34: ("AlterReplicaLogDirs", (R(ALTER, CLUSTER, "CLUSTER_AUTHORIZATION_FAILED on every partition"),)),
     35: ("DescribeLogDirs", (R(DESCRIBE, CLUSTER, "no results, CLUSTER_AUTHORIZATION_FAILED"),)),
     36: ("SaslAuthenticate", ()),
     37: ("CreatePartitions", (R(ALTER, TOPIC, "each topic; TOPIC_AUTHORIZATION_FAILED"),)),

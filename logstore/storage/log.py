@@ -196,6 +196,7 @@ class Log:
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
         self._closed = False
+        self.truncations = 0  # counts truncations: a log move copies every file again after one
         self._high_watermark: int | None = None
         self._transactions: LogTransactions | None = None  # built on first use (storage/transactions.py)
         self._last_flush = time.monotonic()
@@ -809,6 +810,7 @@ class Log:
             return self._truncate_fully_and_start_at(offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> int:
+        self.truncations += 1
         removed = 0
         for base in list(self.segments.keys()):
             removed += self._delete_segment(base)
@@ -824,6 +826,7 @@ class Log:
         return removed
 
     def _after_truncation(self) -> None:
+        self.truncations += 1
         self._forget_transactions()
         end = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, end)
@@ -928,6 +931,28 @@ class Log:
             self._closed = True
             if self._standalone:
                 self._write_own_state()
+
+    def relocate(self, path: str, finish: Callable[[], None]) -> None:
+        """Serve from ``path`` (a move to another log directory, storage/log_mover.py): under the
+        append lock, the log flushed and its segments closed, ``finish()`` copies what is left and
+        renames the directories; the segments then reopen at ``path`` (at the old path if
+        ``finish`` raised). Appends wait meanwhile; the HW and log start are kept."""
+        with self._lock:
+            self.flush()  # an I/O error here is the source directory's (reported by flush)
+            end, start, hw, old = self.log_end_offset, self.log_start_offset, self._high_watermark, self.path
+            for segment in self.segments.values():
+                segment.close()
+            try:
+                finish()
+            except BaseException:
+                path = old
+                raise
+            finally:
+                self.path = path
+                self.epochs = LeaderEpochFileCache(path)
+                self._transactions = None
+                self._load(end, start, True)
+                self._high_watermark = hw
 
     def abandon(self, timeout: float = 5.0) -> None:
         """Close with no I/O (no flush, no index trim): the log's directory failed. What was not

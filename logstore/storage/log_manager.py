@@ -81,6 +81,7 @@ from logstore.storage.log import (
     SyncFailedError,
 )
 from logstore.storage.log_dir_failure import LogDirFailureChannel
+from logstore.storage.log_mover import LogMove, complete_or_discard
 
 _log = logging.getLogger("logstore.store")
 
@@ -131,6 +132,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}  # the directory of each log in _logs
         self._offline: dict[TopicPartition, str] = {}  # partitions of failed directories -> the directory
+        self._failed: frozenset[str] = frozenset()  # the failed directories (set first: see _take_offline)
         self.dir_failures = LogDirFailureChannel(self._partitions_in)
         self.dir_failures.add_listener(self._take_offline)
         self._lock_fds: dict[str, int] = {}
@@ -143,17 +145,23 @@ class LogManager:
             checkpoint_interval_ms,
             cleaner_backoff_ms,
         )
+        self._moves: dict[TopicPartition, LogMove] = {}  # partitions being moved to another log dir
+        # replica.alter.log.dirs.io.max.bytes.per.second: a move's copy rate (<= 0: unbounded)
+        self.move_rate = 0
         try:
             for index, log_dir in enumerate(dirs):
                 try:
                     os.makedirs(log_dir, exist_ok=True)
                     self._lock_fds[log_dir] = self._acquire_directory_lock(log_dir)
                     self._write_meta(log_dir)
-                    self._remove_deleted_logs(log_dir)
                 except OSError as e:
                     if index == 0:
                         raise
                     self.dir_failures.fail(log_dir, e)
+            # A move cut short (log_mover.py's crash policy), then the -delete leftovers.
+            complete_or_discard(self.online_dirs(), lambda name: parse_log_dir(name) is not None)
+            for log_dir in self.online_dirs():
+                self._remove_deleted_logs(log_dir)
         except BaseException:
             self._release_directory_locks()
             raise
@@ -328,33 +336,114 @@ class LogManager:
             return
         self.dir_failures.fail(log_dir, error)
 
+    def report_file_error(self, fd: int, error: OSError) -> None:
+        """An I/O error reading an open file outside the Log (a fetch's sendfile or pread): fail the
+        log directory that holds it (:meth:`report_io_error`); a file in none is ignored."""
+        try:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return
+        for log_dir in self.log_dirs:
+            if path.startswith(log_dir + os.sep):
+                self.report_io_error(log_dir, error)
+                return
+
+    # The failure listener must never wait for the manager's lock: the thread whose I/O failed may
+    # hold a log's lock that a holder of the manager's lock waits for (delete_logs closing that
+    # log). So it reads the maps lock-free (a copy of a dict is atomic), marks the directory failed
+    # at once (find_log and offline_dir_of consult _failed), and moves the logs off the maps under
+    # the lock when it can have it: at once, else in a thread of its own.
+
     def _partitions_in(self, log_dir: str) -> list[TopicPartition]:
-        with self._lock:
-            return sorted(key for key, d in self._dir_of.items() if d == log_dir)
+        return sorted(key for key, d in list(self._dir_of.items()) if d == log_dir)
 
     def _take_offline(self, log_dir: str, partitions: list[TopicPartition]) -> None:
-        """The channel's first listener: abandon the directory's logs (no I/O), list them offline."""
+        """The channel's first listener: the directory's partitions offline at once, their logs
+        abandoned (no I/O) and moved off the maps."""
+        self._failed = self._failed | {log_dir}
+        self._cancel_moves(lambda key, move: move.target == log_dir or self._dir_of.get(key) == log_dir)
+        if self._lock.acquire(timeout=0.5):
+            try:
+                self._offline_locked(log_dir)
+            finally:
+                self._lock.release()
+            return
+        threading.Thread(target=self._offline_later, args=(log_dir,), name="logstore-log-dir-offline",
+                         daemon=True).start()  # fmt: skip
+
+    def _offline_later(self, log_dir: str) -> None:
         with self._lock:
-            doomed = []
-            for key in [k for k, d in self._dir_of.items() if d == log_dir]:
-                del self._dir_of[key]
-                doomed.append(self._logs.pop(key))
-                self._offline[key] = log_dir
+            self._offline_locked(log_dir)
+
+    def _offline_locked(self, log_dir: str) -> None:
+        doomed = []
+        for key in [k for k, d in self._dir_of.items() if d == log_dir]:
+            del self._dir_of[key]
+            doomed.append(self._logs.pop(key))
+            self._offline[key] = log_dir
         for log in doomed:
             log.abandon()
 
     def offline_dir_of(self, topic: str, partition: int) -> str | None:
         """The failed directory that holds (or may hold) this partition, or None. O(1)."""
-        return self._offline.get((topic, partition))
+        found = self._offline.get((topic, partition))
+        if found is None and self._failed:
+            found = self._dir_of.get((topic, partition))
+            return found if found in self._failed else None
+        return found
 
     def dir_of(self, topic: str, partition: int) -> str | None:
         """The online directory of this partition's log, or None. O(1)."""
-        return self._dir_of.get((topic, partition))
+        found = self._dir_of.get((topic, partition))
+        return None if found in self._failed else found
+
+    # -- moving a log to another directory (AlterReplicaLogDirs; log_mover.py) ---
+
+    def start_move(self, topic: str, partition: int, target: str) -> LogMove | None:
+        """Start moving a partition's log to the log directory ``target`` (in the background; see
+        log_mover.py); None when it is there already. LogstoreError: no such directory or it is
+        offline (the message says), the partition is not here, or it is moving already."""
+        target = os.path.abspath(target)
+        key = (topic, partition)
+        with self._lock:
+            self.check_open()
+            if target not in self.log_dirs:
+                raise LogstoreError(f"{target} is not one of the log directories ({', '.join(self.log_dirs)})")
+            if self.dir_failures.is_offline(target):
+                raise LogstoreError(f"the log directory {target} is offline")
+            log, current = self._logs.get(key), self._dir_of.get(key)
+            if log is None or current is None:
+                raise LogstoreError(f"no log of {topic}-{partition} here")
+            if current == target:
+                return None
+            if key in self._moves:
+                raise LogstoreError(f"{topic}-{partition} is moving to {self._moves[key].target} already")
+            move = self._moves[key] = LogMove(log, topic, partition, target, self.move_rate, self._move_done)
+        return move.start()
+
+    def _move_done(self, move: LogMove) -> None:
+        key = parse_log_dir(move.name)
+        move.cleanup()
+        with self._lock:
+            if key is not None and self._moves.get(key) is move:
+                del self._moves[key]
+                if move.error is None and self._logs.get(key) is move.log:
+                    self._dir_of[key] = move.target
+                    move.log.on_io_error = functools.partial(self.report_io_error, move.target)
 
     def future_logs(self) -> dict[TopicPartition, tuple[str, int, int]]:
-        """Partitions being moved to another log directory: (target dir, bytes copied, offsets
-        behind the current log). None are, as AlterReplicaLogDirs is not served yet."""
-        return {}
+        """Partitions being moved (DescribeLogDirs' future replicas): (target dir, bytes copied,
+        offsets behind the current log)."""
+        with self._lock:
+            moves = dict(self._moves)
+        return {key: (move.target, move.copied_bytes, move.offset_lag) for key, move in moves.items()}
+
+    def _cancel_moves(self, keys: Callable[[TopicPartition, LogMove], bool], join: bool = False) -> None:
+        """Stop the moves ``keys`` picks; ``join``: wait for their threads (never under the lock:
+        a move's end takes it). Lock-free (the failure listener calls it)."""
+        doomed = [move for key, move in list(self._moves.items()) if keys(key, move)]
+        for move in doomed:
+            move.cancel(10.0 if join else 0.0)
 
     def offline_partitions(self) -> dict[TopicPartition, str]:
         """The partitions of failed directories, with their directory. O(partitions)."""
@@ -400,6 +489,8 @@ class LogManager:
         """Close and delete these logs (unknown ones are skipped). O(logs)."""
         with self._lock:
             self.check_open()
+            wanted = set(keys)
+            self._cancel_moves(lambda key, move: key in wanted)
             touched = set()
             for key in keys:
                 self._offline.pop(key, None)  # in a failed directory: forgotten, its files left there
@@ -430,13 +521,18 @@ class LogManager:
                     log.config = config
 
     def find_log(self, topic: str, partition: int) -> Log | None:
-        """The Log of one partition, or None. O(1)."""
+        """The Log of one partition, or None (none here, or in a failed directory). O(1)."""
         self.check_open()
+        if self._failed and self._dir_of.get((topic, partition)) in self._failed:
+            return None
         return self._logs.get((topic, partition))
 
     def logs(self) -> dict[TopicPartition, Log]:
-        """A copy of the logs by (topic, partition). O(logs)."""
-        return dict(self._logs)
+        """A copy of the logs by (topic, partition), none of a failed directory. O(logs)."""
+        if not self._failed:
+            return dict(self._logs)
+        failed, where = self._failed, dict(self._dir_of)
+        return {key: log for key, log in list(self._logs.items()) if where.get(key) not in failed}
 
     # -- background work ---------------------------------------------------
 
@@ -478,6 +574,8 @@ class LogManager:
         """Compact every log that is due now (the scheduler's call); their results."""
         results = {}
         for key, log in sorted(self.logs().items()):
+            if key in self._moves:  # its files are being copied elsewhere: compacted after the move
+                continue
             try:
                 if self._cleaner.needs_cleaning(log, now_ms):
                     results[key] = self._cleaner.clean(log, now_ms)
@@ -547,12 +645,13 @@ class LogManager:
     def close(self) -> None:
         """Stop the scheduler, flush and close every log, checkpoint, mark a clean shutdown in each
         online directory (a failed directory gets no marker: its next open recovers)."""
+        self._cancel_moves(lambda key, move: True, join=True)
+        if self._thread is not None:  # joined outside the lock: its failure listener may need it
+            self._stop.set()
+            self._thread.join()
         with self._lock:
             if self._closed:
                 return
-            if self._thread is not None:
-                self._stop.set()
-                self._thread.join()
             for log in list(self._logs.values()):
                 with contextlib.suppress(OSError):  # reported by the log: its directory goes offline
                     log.flush()

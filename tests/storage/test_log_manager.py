@@ -170,3 +170,53 @@ def test_a_dir_that_cannot_open_starts_offline_and_its_partitions_are_not_made_e
     with pytest.raises(LogstoreError, match="every log directory is offline"):
         only_bad.create_logs({("x", 0): CONFIG})
     only_bad.close()
+
+
+def test_a_read_error_on_a_file_of_a_log_dir_fails_that_dir(tmp_path: pathlib.Path) -> None:
+    """A fetch's sendfile or pread that fails with EIO names the file by its descriptor only."""
+    dirs = _dirs(tmp_path, 2)
+    manager = LogManager(dirs)
+    manager.load({}, start_scheduler=False)
+    manager.create_logs({("t", 0): CONFIG, ("t", 1): CONFIG})
+    log_dir = manager.dir_of("t", 1)
+    assert log_dir is not None
+    outside = os.open(str(tmp_path / "elsewhere"), os.O_RDWR | os.O_CREAT)
+    inside = os.open(os.path.join(log_dir, "t-1", "00000000000000000000.log"), os.O_RDONLY)
+    try:
+        manager.report_file_error(outside, OSError(errno.EIO, "Input/output error"))
+        assert not manager.dir_failures.offline()
+        manager.report_file_error(inside, OSError(errno.EIO, "Input/output error"))
+        assert manager.dir_failures.offline() == {log_dir} and manager.offline_dir_of("t", 1) == log_dir
+    finally:
+        os.close(outside)
+        os.close(inside)
+    manager.close()
+
+
+def test_a_failure_never_waits_for_the_managers_lock(tmp_path: pathlib.Path) -> None:
+    """The thread whose I/O failed may hold a log's lock that a holder of the manager's lock waits
+    for (delete_logs closing that log): the failure takes the partitions offline at once and
+    finishes its bookkeeping once the lock is free."""
+    import threading
+    import time
+
+    dirs = _dirs(tmp_path, 2)
+    manager = LogManager(dirs)
+    manager.load({}, start_scheduler=False)
+    manager.create_logs({("t", 0): CONFIG, ("t", 1): CONFIG})
+    doomed = manager.dir_of("t", 1)
+    log = manager.find_log("t", 1)
+    assert doomed is not None and log is not None
+    with manager._lock:  # another thread's structural change in progress
+        failing = threading.Thread(target=manager.dir_failures.fail, args=(doomed, OSError(errno.EIO, "EIO")))
+        failing.start()
+        failing.join(5)
+        assert not failing.is_alive()  # it did not wait for the lock
+        assert manager.find_log("t", 1) is None and manager.offline_dir_of("t", 1) == doomed
+        assert manager.dir_of("t", 1) is None and ("t", 1) not in manager.logs()
+    for _ in range(500):  # the bookkeeping finishes once the lock is free (bounded: 5 s)
+        if log.closed:
+            break
+        time.sleep(0.01)
+    assert log.closed and manager.offline_partitions() == {("t", 1): doomed}
+    manager.close()

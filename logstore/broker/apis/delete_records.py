@@ -38,9 +38,10 @@ HIGH_WATERMARK = -1
 
 def delete_before(broker: Services, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
     """(error, low watermark) after deleting the records of one partition below ``offset``."""
-    log = broker.replica_manager.find_log(topic, partition)
-    if log is None:
-        return ErrorCode.unknown_topic_or_partition, -1
+    found = broker.replica_manager.leader_partition(topic, partition)
+    if isinstance(found, ErrorCode):  # KAFKA_STORAGE_ERROR for a failed log directory's partition
+        return (ErrorCode.unknown_topic_or_partition if found == ErrorCode.not_leader_or_follower else found), -1
+    log = found.log
     if topic in INTERNAL_TOPICS:
         return ErrorCode.invalid_topic_exception, -1
     if "delete" not in log.config.cleanup_policy:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import logging
 import os
 import time
@@ -41,6 +42,7 @@ from logstore.protocol.framing import Frame, FrameReader, FrameSizeError
 from logstore.security import ANONYMOUS, KafkaPrincipal
 from logstore.security.listeners import BrokerSecurity
 from logstore.security.sasl import SaslSession
+from logstore.storage.log_manager import LogManager
 
 _log = logging.getLogger("logstore.broker")
 
@@ -99,6 +101,11 @@ class Host(Protocol):
 
     @property
     def dispatcher(self) -> Dispatcher: ...
+
+    @property
+    def log_manager(self) -> LogManager:
+        """The logs (a segment that cannot be read for a fetch fails its log directory)."""
+        ...
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -425,7 +432,12 @@ class Connection(asyncio.BufferedProtocol):
     async def _send_region(
         self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, region: FileRegion
     ) -> None:
-        await send_region(loop, transport, region, self.broker.sendfile, self.tls)
+        try:
+            await send_region(loop, transport, region, self.broker.sendfile, self.tls)
+        except OSError as e:
+            if e.errno == errno.EIO and not isinstance(e, ConnectionError):  # the segment's read, not the socket
+                self.broker.log_manager.report_file_error(region.fd, e)
+            raise
 
     def trim(self) -> None:
         """Give back memory an idle connection does not need (recycled read buffers)."""
