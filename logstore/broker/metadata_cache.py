@@ -191,7 +191,8 @@ class MetadataCache:
     # -- a single broker -----------------------------------------------------
 
     def track_store(self, store: Store, node_id: int) -> None:
-        """Mirror ``store``'s topics from now on, with ``node_id`` the leader of every partition.
+        """Mirror ``store``'s topics from now on, with ``node_id`` the leader of every partition
+        (but those in a failed log directory: offline, no leader).
 
         The Store calls back on every topic change (create, delete, new
         partitions), whoever makes it: an API, the group coordinator, or a
@@ -199,15 +200,24 @@ class MetadataCache:
         """
         self.controller_id = node_id
 
+        alone = PartitionState(node_id, -1, (node_id,), (node_id,))
+        # A partition in a failed log directory: no leader, its one replica offline (Kafka's
+        # offline partition: LEADER_NOT_AVAILABLE, the replica in offline_replicas).
+        lost = PartitionState(NO_LEADER, -1, (node_id,), (node_id,), offline=(node_id,))
+        logs = store.log_manager
+
         def changed(name: str) -> None:
             count = store.partition_count(name)
             if count is None:
                 self.remove_topic(name)
                 return
-            alone = PartitionState(node_id, -1, (node_id,), (node_id,))
-            self.put_topic(
-                TopicMetadata(name, store.topic_id(name), store.topic_config(name), (alone,) * count)
-            )
+            states = tuple(lost if logs.offline_dir_of(name, p) else alone for p in range(count))
+            self.put_topic(TopicMetadata(name, store.topic_id(name), store.topic_config(name), states))
 
+        def failed(log_dir: str, partitions: list[tuple[str, int]]) -> None:
+            for name in sorted({topic for topic, _ in partitions}):
+                changed(name)
+
+        logs.dir_failures.add_listener(failed)
         for name in store.add_topic_listener(changed):
             changed(name)

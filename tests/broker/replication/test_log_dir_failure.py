@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 
 from tests.kit.brokerkit import BrokerProcess, cli, create_topic, free_port
@@ -101,6 +102,11 @@ def test_a_failed_log_dir_goes_offline_alone_and_comes_back_on_restart(tmp_path:
             assert errors, "nothing failed on the broken disk"
             assert all(len(after[p]) == 40 for p in elsewhere)  # the other directory keeps serving
 
+            # Metadata: the failed directory's partitions have no leader (offline), the others lead here.
+            shown = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics("jb", timeout=10).topics["jb"]
+            assert {p: shown.partitions[p].leader for p in on_disk} == dict.fromkeys(on_disk, -1)
+            assert all(shown.partitions[p].leader == 0 for p in elsewhere)
+            assert all(shown.partitions[p].error is not None for p in on_disk)
             described = _dirs(broker.bootstrap)
             assert described[str(disk.mount)] == (KAFKA_STORAGE_ERROR, set())
             assert described[str(good)] == (0, set(elsewhere))
