@@ -233,6 +233,7 @@ class ZkBroker:
         self._session_lost = False
         self._suspended = False
         self._failed_dirs: dict[str, tuple[tuple[str, int], ...]] = {}  # log dir -> its partitions
+        self._lost: dict[tuple[str, int], set[int]] = {}  # partition -> brokers whose replica's dir failed
         self.changed = threading.Condition()  # notified after each handled event (tests, create_topic)
         self.on_topic_changed: Callable[[str], None] = on_topic_changed or (lambda name: None)
 
@@ -449,8 +450,13 @@ class ZkBroker:
         elif event == "topics":
             self._sync_topics()
         elif event == "offline":  # a broker's log dir failed (or its broker's session ended)
+            lost = self.zk.offline_replicas()
+            moved = {key[0] for key in set(lost) | set(self._lost) if lost.get(key) != self._lost.get(key)}
+            self._lost = lost
             if self.controller.active:
                 self._apply_own(self.controller.on_brokers_changed())
+            for name in sorted(moved & set(self.metadata.topic_names())):  # offline_replicas in Metadata
+                self._sync_topic(name)
         elif event == "shutdowns":
             if self.controller.active:
                 self._apply_own(self.controller.on_brokers_changed(self.zk.controlled_shutdowns()))
@@ -527,7 +533,8 @@ class ZkBroker:
             if state is None:
                 states.append(PartitionState(NO_LEADER, -1, replicas, ()))
                 continue
-            offline = tuple(b for b in replicas if self.metadata.broker(b) is None)
+            lost = self._lost.get((name, partition), set())
+            offline = tuple(b for b in replicas if self.metadata.broker(b) is None or b in lost)
             states.append(
                 PartitionState(
                     state.leader, state.leader_epoch, replicas, state.isr, offline, state.zk_version

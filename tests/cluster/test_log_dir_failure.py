@@ -29,6 +29,18 @@ from tests.kit.faulty_disk import faulty_disk
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.cluster]
 
+
+def _offline_replicas(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    """partition -> its offline replicas, as Metadata v5+ gives them (kafka-python's raw answer)."""
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=10_000)
+    try:
+        (found,) = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    return {p["partition_index"]: sorted(p["offline_replicas"]) for p in found["partitions"] if p["offline_replicas"]}
+
 TOPIC = "synced"
 PARTITIONS = 3
 
@@ -135,6 +147,9 @@ def test_one_failed_dir_of_several_moves_only_its_partitions(
                 "broker 1 off the partitions of its failed directory", timeout=30,
             )  # fmt: skip
             assert all(1 in isrs(bootstrap, "jbod")[p] for p in kept), isrs(bootstrap, "jbod")
+            # Metadata names broker 1's replicas in the failed directory offline (kafka-python shows them).
+            wait_until(lambda: _offline_replicas(bootstrap, "jbod") == {p: [1] for p in doomed},
+                       "offline_replicas in Metadata", timeout=15)  # fmt: skip
             assert first.alive and "offline" in first.log_text()
             found = consume_all(bootstrap, "jbod", len(acked))
             got = [value for _, _, value in found]
