@@ -50,7 +50,7 @@ LAYERS = (
     ("logstore.storage",),
     ("logstore.protocol",),
     ("logstore.security",),
-    ("logstore.coordinator",),
+    ("logstore.coordinator", "logstore.schemas"),
     ("logstore.broker",),
     ("logstore.cluster",),
 )
