@@ -582,6 +582,9 @@ class LogManager:
             except (LogstoreError, OSError) as exc:  # one damaged, closing or full log must not stop the rest
                 if not log.closed:
                     _log.warning("compacting %s-%d failed: %s", key[0], key[1], exc)
+                log_dir = self._dir_of.get(key)
+                if isinstance(exc, OSError) and log_dir is not None:
+                    self.report_io_error(log_dir, exc)  # an I/O error fails the directory (ENOSPC does not)
         return results
 
     def compact_now(self, wanted: Callable[[TopicPartition, Log], bool]) -> dict[TopicPartition, CleanResult]:

@@ -220,3 +220,23 @@ def test_a_failure_never_waits_for_the_managers_lock(tmp_path: pathlib.Path) -> 
         time.sleep(0.01)
     assert log.closed and manager.offline_partitions() == {("t", 1): doomed}
     manager.close()
+
+
+def test_an_io_error_of_the_cleaner_fails_its_dir(tmp_path: pathlib.Path) -> None:
+    dirs = _dirs(tmp_path, 2)
+    manager = LogManager(dirs)
+    manager.load({}, start_scheduler=False)
+    compact = LogConfig.from_dict({"cleanup.policy": "compact", "segment.ms": 2**62})
+    manager.create_logs({("kv", 0): compact, ("other", 0): CONFIG})
+    log = manager.find_log("kv", 0)
+    assert log is not None
+    for round_ in range(3):
+        log.append([(b"k%d" % (i % 5), b"v%d-%d" % (round_, i)) for i in range(50)])
+        log.roll()
+    # Where the cleaner writes its output, a directory: its unlink and open fail (EISDIR), a real OSError.
+    os.mkdir(os.path.join(log.path, "00000000000000000000.log.cleaned"))
+    assert manager.run_cleaner() == {}
+    doomed = manager.offline_dir_of("kv", 0)
+    assert doomed is not None and manager.dir_failures.offline() == {doomed}
+    assert manager.find_log("other", 0) is not None or manager.dir_of("other", 0) == doomed
+    manager.close()
