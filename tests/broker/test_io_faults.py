@@ -40,7 +40,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 TOPICS: dict[str, dict[str, str]] = {"plain": {}, "synced": {"flush.messages": "1"}}
 PARTITIONS = 3
-FAULT_MAX_S = 4.0  # a fault stays on until the broker's log shows it hit, or this long
+FAULT_MAX_S = 8.0  # a fault stays on until the broker's log shows it hit, or this long
+READ_POINTS = frozenset({"posix/io/rw/pread"})
 AFTER_S = 0.5  # load after the fault
 PAD = b"." * 200  # fetches of the backlog above the broker's sendfile minimum (16 KiB): pread over TLS
 
@@ -90,13 +91,16 @@ def _round(broker: BrokerProcess, tls: dict[str, str], number: int, fault: tuple
                          "linger.ms": 2, "delivery.timeout.ms": 6000, "request.timeout.ms": 3000,
                          "on_delivery": report})  # fmt: skip
     stop, errors = threading.Event(), []
-    reader = threading.Thread(target=_consume, args=(tls, stop, seen, errors), daemon=True)
-    reader.start()
     injector = fiu.Fiu(broker.proc.pid if broker.proc else 0)
     logged = len(broker.log_text())
     acked_before, seen_before = len(acked), len(seen)
     start, n = time.monotonic(), 0
     on_at: float | None = None
+    if point in READ_POINTS:  # before the reader's first fetches: they read the backlog in large spans
+        injector.enable(point, error, probability)
+        on_at = start
+    reader = threading.Thread(target=_consume, args=(tls, stop, seen, errors), daemon=True)
+    reader.start()
     off_at: float | None = None
     hit = False
     try:
