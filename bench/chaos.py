@@ -53,13 +53,17 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench import netfaults
 from bench.broker_perf import Broker
 from logstore.cluster.zookeeper import ZooKeeperServer
 
 TOPIC = "chaos"
 PARTITIONS = 3
-FAULTS = ("kill", "kill-controller", "pause", "zombie", "term")
-WEIGHTS = (30, 15, 20, 15, 20)
+PROCESS_FAULTS = {"kill": 30, "kill-controller": 15, "pause": 20, "zombie": 15, "term": 20}
+NETWORK_FAULTS = {"isolate": 15, "zk-cut": 15, "asymmetric": 10, "slow": 10, "flaky": 10}
+ZK_PORT = 2181
+EXTERNAL_PORT = 9092  # clients, through a forwarder on 127.0.0.1
+INTERNAL_PORT = 9093  # inter.broker.listener.name: replication and the controller's requests
 
 
 class ChaosError(Exception):
@@ -119,17 +123,27 @@ def _count(found: list[str]) -> str:
 class Cluster:
     """ZooKeeper and three brokers, their processes and their faults."""
 
-    def __init__(self, workdir: str, session_ms: int, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, workdir: str, session_ms: int, say: Callable[[str], None], network: bool = False
+    ) -> None:
         self.workdir = workdir
         self.session_ms = session_ms
         self.say = say
-        self.zk = ZooKeeperServer(os.path.join(workdir, "zookeeper"))
+        self.net = netfaults.Net(["zk", "b1", "b2", "b3"]) if network else None
+        zk_dir = os.path.join(workdir, "zookeeper")
+        self.zk = (
+            ZooKeeperServer(zk_dir, ZK_PORT, self.net.address["zk"]) if self.net else ZooKeeperServer(zk_dir)
+        )
         self.brokers: dict[int, Broker] = {}
         self.paused: set[int] = set()
 
     def start(self) -> None:
         os.environ["PYTHONFAULTHANDLER"] = "1"  # the brokers' thread stacks on SIGABRT (see restart)
-        self.zk.start()
+        if self.net is not None:
+            for stale in netfaults.sweep_stale():
+                self.say(f"removed a stale namespace {stale}")
+            self.net.create()
+        self._inside("zk", self.zk.start)
         for node in (1, 2, 3):
             directory = os.path.join(self.workdir, f"broker-{node}")
             os.makedirs(directory, exist_ok=True)
@@ -138,9 +152,29 @@ class Cluster:
                 f"zookeeper.session.timeout.ms={self.session_ms}", "replica.lag.time.max.ms=3000",
                 "replica.fetch.backoff.ms=200",
             ]  # fmt: skip
-            self.brokers[node] = Broker(directory, "asyncio", overrides)
-            self.brokers[node].start()
+            listeners = None
+            # With namespaces: clients through a forwarder, brokers to brokers on the namespaces' range.
+            if self.net is not None:
+                address = self.net.address[f"b{node}"]
+                forwarder = self.net.forward(f"b{node}", EXTERNAL_PORT)
+                listeners = f"EXTERNAL://{address}:{EXTERNAL_PORT},INTERNAL://{address}:{INTERNAL_PORT}"
+                overrides += [
+                    f"advertised.listeners=EXTERNAL://127.0.0.1:{forwarder.port},INTERNAL://{address}:{INTERNAL_PORT}",
+                    "listener.security.protocol.map=EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT",
+                    "inter.broker.listener.name=INTERNAL",
+                ]
+            self.brokers[node] = Broker(directory, "asyncio", overrides, listeners)
+            if self.net is not None:
+                self.brokers[node].port = forwarder.port
+            self._inside(f"b{node}", self.brokers[node].start)
         wait(lambda: len(self.metadata().brokers) == 3, "three brokers", 60)
+
+    def _inside(self, member: str, start: Callable[[], None]) -> None:
+        """``start()`` in ``member``'s namespace (its child process is born there), or here."""
+        if self.net is None:
+            start()
+        else:
+            self.net.run_in(member, start)
 
     @property
     def bootstrap(self) -> str:
@@ -173,9 +207,11 @@ class Cluster:
                 ) from None
             if broker.proc.stdout is not None:
                 broker.proc.stdout.close()
-        broker.start()
+        self._inside(f"b{node}", broker.start)
 
     def heal(self) -> None:
+        if self.net is not None:
+            self.net.heal()
         for node in list(self.paused):
             self.signal(node, signal.SIGCONT)
             self.paused.discard(node)
@@ -187,9 +223,13 @@ class Cluster:
         for node in list(self.paused):
             self.signal(node, signal.SIGCONT)
         self.paused.clear()
-        for broker in self.brokers.values():
-            broker.stop()
-        self.zk.stop()
+        try:
+            for broker in self.brokers.values():
+                broker.stop()
+            self.zk.stop()
+        finally:
+            if self.net is not None:
+                self.net.destroy()
 
 
 def wait(predicate: Callable[[], object], what: str, timeout: float) -> None:
@@ -208,9 +248,15 @@ def wait(predicate: Callable[[], object], what: str, timeout: float) -> None:
 # -- the nemesis --------------------------------------------------------------------------------
 
 
-def one_fault(cluster: Cluster, rng: random.Random) -> str:
-    """Inflict one fault and undo it (the cluster has all three brokers up when this returns)."""
-    kind = rng.choices(FAULTS, WEIGHTS)[0]
+def kinds(network: bool) -> dict[str, int]:
+    """The fault kinds and their weights: the process faults, and the network ones if ``network``."""
+    return {**PROCESS_FAULTS, **(NETWORK_FAULTS if network else {})}
+
+
+def one_fault(cluster: Cluster, rng: random.Random, kind: str | None = None) -> str:
+    """Inflict one fault (``kind``, or one drawn by weight) and undo it; all three brokers are back after."""
+    weights = kinds(cluster.net is not None)
+    kind = kind or rng.choices(list(weights), list(weights.values()))[0]
     session = cluster.session_ms / 1000
     if kind == "kill-controller":
         node = cluster.metadata().controller_id
@@ -218,7 +264,10 @@ def one_fault(cluster: Cluster, rng: random.Random) -> str:
             kind, node = "kill", rng.choice(list(cluster.brokers))
     else:
         node = rng.choice(list(cluster.brokers))
-    cluster.say(f"fault: {kind} broker {node}")
+    if kind in NETWORK_FAULTS:
+        network_fault(cluster, rng, kind, node)
+    else:
+        cluster.say(f"fault: {kind} broker {node}")
     if kind in ("kill", "kill-controller"):
         cluster.signal(node, signal.SIGKILL)
         time.sleep(rng.uniform(0.2, 1.5))
@@ -226,7 +275,7 @@ def one_fault(cluster: Cluster, rng: random.Random) -> str:
     elif kind == "term":
         cluster.signal(node, signal.SIGTERM)
         cluster.restart(node)
-    else:
+    elif kind in ("pause", "zombie"):
         cluster.signal(node, signal.SIGSTOP)
         cluster.paused.add(node)
         time.sleep(rng.uniform(0.3, session * 0.6) if kind == "pause" else session + rng.uniform(1.0, 2.5))
@@ -236,6 +285,44 @@ def one_fault(cluster: Cluster, rng: random.Random) -> str:
     wait(lambda: len(cluster.metadata().brokers) == 3, "three brokers after a fault", 60)
     time.sleep(rng.uniform(0.2, 1.0))
     return kind
+
+
+def network_fault(cluster: Cluster, rng: random.Random, kind: str, node: int) -> None:
+    """One network fault on broker ``node`` for a bounded time, then healed (module doc)."""
+    net = cluster.net
+    assert net is not None
+    session = cluster.session_ms / 1000
+    me, others = f"b{node}", [f"b{n}" for n in cluster.brokers if n != node]
+    if kind == "isolate":  # from the other brokers; ZooKeeper and clients still reach it
+        seconds = rng.uniform(0.5, 2 * session)
+        cluster.say(f"fault: isolate broker {node} from brokers {others} for {seconds:.1f} s")
+        for other in others:
+            net.cut(me, other)
+    elif kind == "zk-cut":  # from ZooKeeper only: short of the session, or past it (a zombie leader)
+        seconds = rng.uniform(0.3, session * 0.6) if rng.random() < 0.4 else session + rng.uniform(1.0, 2.5)
+        cluster.say(f"fault: zk-cut broker {node} for {seconds:.1f} s (session {session:g} s)")
+        net.cut(me, "zk")
+    elif kind == "asymmetric":  # one direction of one broker-broker link
+        dst = rng.choice(others)
+        seconds = rng.uniform(0.5, 2 * session)
+        cluster.say(f"fault: asymmetric {me} -> {dst} dropped for {seconds:.1f} s")
+        net.block(me, dst) if rng.random() < 0.5 else net.block(dst, me)
+    elif kind == "slow":
+        latency, kbit, seconds = rng.randint(50, 300), rng.choice((256, 1024, 4096)), rng.uniform(2.0, 6.0)
+        cluster.say(
+            f"fault: slow broker {node}: {kbit} kbit/s queueing up to {latency} ms for {seconds:.1f} s"
+        )
+        net.slow(me, latency, kbit)
+    elif kind == "flaky":
+        seconds = rng.uniform(2.0, 5.0)
+        cluster.say(f"fault: flaky broker {node}: its connections reset for {seconds:.1f} s")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            net.reset_connections(me)
+            time.sleep(rng.uniform(0.2, 1.0))
+        seconds = 0.0
+    time.sleep(seconds)
+    net.heal()
 
 
 # -- the workload -------------------------------------------------------------------------------
@@ -386,14 +473,20 @@ def run(
     producers: int = 2,
     workdir: str | None = None,
     client_log: str | None = None,
+    network: bool = False,
     say: Callable[[str], None] = print,
 ) -> Report:
-    """Run the workload under ``faults`` faults (or until ``seconds``), heal, check (module doc)."""
+    """Run the workload under ``faults`` faults (or until ``seconds``), heal, check (module doc).
+
+    ``network``: the brokers and ZooKeeper in network namespaces, network faults mixed with the
+    process ones (``netfaults.unavailable()`` says whether this machine can). The first faults
+    are each kind once, in a random order; the rest are drawn by weight.
+    """
     rng = random.Random(seed)
     own = workdir is None
     root = workdir or tempfile.mkdtemp(prefix="logstore-chaos-")
     report = Report()
-    cluster = Cluster(root, session_ms, say)
+    cluster = Cluster(root, session_ms, say, network)
     started = time.monotonic()
     try:
         cluster.start()
@@ -408,10 +501,12 @@ def run(
         workload = Workload(cluster.bootstrap, producers, rate, client_log)
         workload.start()
         deadline = started + seconds
-        for _ in range(faults):
+        first = list(kinds(network))
+        rng.shuffle(first)
+        for n in range(faults):
             if time.monotonic() > deadline:
                 break
-            report.faults[one_fault(cluster, rng)] += 1
+            report.faults[one_fault(cluster, rng, first[n] if n < len(first) else None)] += 1
         cluster.heal()
         wait(lambda: all(len(p.isrs) == 3 for p in cluster.metadata(TOPIC).topics[TOPIC].partitions.values()),
              "every ISR whole again", 120)  # fmt: skip
@@ -471,6 +566,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="keep the brokers' data and logs here (default: a temporary directory, removed)",
     )
     parser.add_argument(
+        "--network",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="network faults too, in namespaces (default: when netfaults.unavailable() says the machine can)",
+    )
+    parser.add_argument(
         "--client-log",
         default=None,
         metavar="PATH",
@@ -482,14 +583,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    print(f"chaos: seed {seed}, {args.faults} faults, session {args.session_ms} ms", flush=True)
+    network = args.network
+    if network is None or network:
+        why = netfaults.unavailable()
+        if why is not None and network:
+            print(f"chaos: {why}", file=sys.stderr)
+            return 2
+        network = why is None
+        if why is not None:
+            print(f"chaos: process faults only ({why})", flush=True)
+    print(f"chaos: seed {seed}, {args.faults} faults, session {args.session_ms} ms, "
+          f"{'network and process' if network else 'process'} faults", flush=True)  # fmt: skip
     started = time.monotonic()
 
     def say(line: str) -> None:
         print(f"[{time.monotonic() - started:7.1f} s] {line}", flush=True)
 
     report = run(args.faults, args.seconds, seed=seed, session_ms=args.session_ms, rate=args.rate,
-                 producers=args.producers, workdir=args.workdir, client_log=args.client_log, say=say)  # fmt: skip
+                 producers=args.producers, workdir=args.workdir, client_log=args.client_log, network=network,
+                 say=say)  # fmt: skip
     print(report.table())
     return 0 if report.ok else 1
 
