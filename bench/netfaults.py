@@ -106,7 +106,7 @@ def unavailable() -> str | None:
     return None
 
 
-def _namespaces() -> list[str]:
+def namespaces() -> list[str]:
     done = _ip("netns", "list", check=False)
     return [line.split()[0] for line in done.stdout.splitlines() if line.startswith(PREFIX)]
 
@@ -120,7 +120,7 @@ def _kill_inside(namespace: str) -> None:
 def sweep_stale() -> list[str]:
     """Delete the ``lsnet-`` namespaces whose creating process is gone (their processes killed)."""
     swept = []
-    for namespace in _namespaces():
+    for namespace in namespaces():
         owner = namespace[len(PREFIX) :].split("-", 1)[0]
         if owner.isdigit() and os.path.exists(f"/proc/{owner}"):
             continue
