@@ -302,11 +302,11 @@ def network_fault(cluster: Cluster, rng: random.Random, kind: str, node: int) ->
         seconds = rng.uniform(0.3, session * 0.6) if rng.random() < 0.4 else session + rng.uniform(1.0, 2.5)
         cluster.say(f"fault: zk-cut broker {node} for {seconds:.1f} s (session {session:g} s)")
         net.cut(me, "zk")
-    elif kind == "asymmetric":  # one direction of one broker-broker link
-        dst = rng.choice(others)
+    elif kind == "asymmetric":  # one direction of one broker-broker link: from or to this broker
+        src, dst = (me, rng.choice(others)) if rng.random() < 0.5 else (rng.choice(others), me)
         seconds = rng.uniform(0.5, 2 * session)
-        cluster.say(f"fault: asymmetric {me} -> {dst} dropped for {seconds:.1f} s")
-        net.block(me, dst) if rng.random() < 0.5 else net.block(dst, me)
+        cluster.say(f"fault: asymmetric {src} -> {dst} dropped ({dst} -> {src} flows) for {seconds:.1f} s")
+        net.block(src, dst)
     elif kind == "slow":
         latency, kbit, seconds = rng.randint(50, 300), rng.choice((256, 1024, 4096)), rng.uniform(2.0, 6.0)
         cluster.say(
