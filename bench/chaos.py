@@ -1,9 +1,9 @@
-"""Chaos: a replicated workload under a nemesis, then a checker (issue 12's fault tests).
+"""Chaos: a replicated workload under a nemesis, then a checker (issue 12's fault tests, issue 24's network faults).
 
-On 127.0.0.1: a ZooKeeper and three ``logstore broker`` processes; a topic of
-3 partitions at replication factor 3 with ``min.insync.replicas=2``;
-idempotent confluent-kafka producers with acks=all, each record's value
-unique. Meanwhile a nemesis, one fault at a time, picks among:
+A ZooKeeper and three ``logstore broker`` processes; a topic of 3 partitions
+at replication factor 3 with ``min.insync.replicas=2``; idempotent
+confluent-kafka producers with acks=all, each record's value unique.
+Meanwhile a nemesis, one fault at a time, picks among the process faults:
 
 - ``kill``: kill -9 a broker, restart it a moment later on its data;
 - ``kill-controller``: the same, to the active controller;
@@ -11,9 +11,52 @@ unique. Meanwhile a nemesis, one fault at a time, picks among:
 - ``zombie``: SIGSTOP a broker past its session (its registration, and any
   controllership, go; leaders move), then SIGCONT: it wakes believing it
   leads, and must be fenced;
-- ``term``: SIGTERM a broker (a clean stop), restart it.
+- ``term``: SIGTERM a broker (a clean stop), restart it;
 
-Then it heals every broker, waits for every ISR to hold all three replicas,
+and, with ``network=True`` (``--network``, the default where the machine can),
+the network faults, each healed after a bounded time:
+
+- ``isolate``: a broker cut off (both ways) from the two other brokers, not
+  from ZooKeeper nor from the clients, for 0.5 s to twice the session;
+- ``zk-cut``: a broker cut off from ZooKeeper only, short of its session or
+  past it (then its session expires while it still serves clients and
+  believes it leads: the zombie leader, which must be fenced);
+- ``asymmetric``: one direction of one broker-broker link dropped (the
+  packets from A to B; B's to A still flow);
+- ``slow``: a broker's links both ways a slow pipe (256 kbit/s to 4 Mbit/s)
+  that queues packets up to 50-300 ms and drops past that, for 2-6 s;
+- ``flaky``: every TCP connection of a broker (to brokers, ZooKeeper and
+  clients) reset, again every 0.2-1 s, for 2-5 s.
+
+The first faults are each kind once, in a random order; then they are drawn
+by weight (``PROCESS_FAULTS``, ``NETWORK_FAULTS``).
+
+**How the network faults are made** (``bench/netfaults.py`` has the details):
+the brokers and ZooKeeper each run in a network namespace of their own on
+``10.77.0.0/24``, joined by veths to a bridge in a hub namespace; no address
+is added to the root namespace. A broker has two listeners: ``INTERNAL`` on
+its namespace address for ``inter.broker.listener.name`` (replication, the
+controller's requests), and ``EXTERNAL``, advertised as a 127.0.0.1 port
+where a forwarder thread in this process accepts the clients and connects
+onward from inside the hub namespace. A cut is a kernel ``tc`` filter in the
+sending namespace that classifies the packets to the cut address into an
+``htb`` class whose queue holds nothing: they are dropped silently, so TCP
+retransmits and times out as on a real partition, in both directions of a
+link or one. Why namespaces rather than a TCP proxy per link: the faults
+are then the kernel's (real timeouts and retransmissions, a RST from
+``ss -K``, no proxy that buffers or acknowledges for a peer), they apply to
+every connection of a link, ZooKeeper's and the controller's included,
+without teaching the brokers about proxies or identifying the sender of a
+connection, and the brokers run unchanged with their own listeners. It
+needs root, ``ip``, ``tc`` and ``ss`` (iproute2); this kernel has no
+``sch_netem`` nor ``action drop``, hence the ``htb`` drop class and a
+``tbf`` token bucket for the slow link. Where the machine cannot
+(``netfaults.unavailable()`` says why), the run has process faults only,
+on 127.0.0.1 as before. Namespaces are named ``lsnet-<pid>-...``; the run
+deletes its own on the way out (``finally``, and ``atexit``) and sweeps
+those of dead runs when it starts.
+
+Then it heals every broker and every link, waits for every ISR to hold all three replicas,
 stops the producers and checks:
 
 - every acknowledged record is read exactly once, at the offset its
@@ -27,7 +70,7 @@ stops the producers and checks:
 ``run()`` is the engine, used by ``tests/cluster/test_faults.py``; the
 command line runs it for ``--faults`` faults or ``--seconds``::
 
-    .venv/bin/python bench/chaos.py --faults 1000 [--seed 7] [--session-ms 3000]
+    .venv/bin/python bench/chaos.py --faults 1000 [--seed 7] [--session-ms 3000] [--no-network]
 
 It prints each fault as it happens and the checker's table at the end; the
 exit status is 1 if any check fails.
