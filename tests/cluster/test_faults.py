@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import os
 import pathlib
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -62,15 +64,13 @@ def test_fifty_process_faults_lose_and_duplicate_nothing(tmp_path: pathlib.Path)
 
 
 @pytest.mark.skipif(NETWORK_UNAVAILABLE is not None, reason=str(NETWORK_UNAVAILABLE))
-def test_the_network_faults_cut_what_they_say(tmp_path: pathlib.Path) -> None:
-    """Each fault, probed with real TCP connections between namespaces: it cuts its link and only it."""
+def test_the_network_faults_do_what_they_say(tmp_path: pathlib.Path) -> None:
+    """Each fault, probed with real TCP connections between namespaces: it does what it says, and only that."""
     net = netfaults.Net(["a", "b", "c"])
     net.create()
     try:
-        servers = {m: net.run_in(m, lambda: subprocess.Popen(
-            [sys.executable, "-c", "import socket\nl = socket.create_server(('0.0.0.0', 7000))\n"
-             "while True:\n c, _ = l.accept(); c.sendall(c.recv(16)); c.close()"]))
-            for m in ("a", "b", "c")}  # fmt: skip
+        servers = {m: net.run_in(m, lambda: subprocess.Popen([sys.executable, "-c", ECHO_SERVER]))
+                   for m in ("a", "b", "c")}  # fmt: skip
         forwarder = net.forward("b", 7000)
 
         def reaches(src: str, dst: str) -> bool:
@@ -89,6 +89,36 @@ def test_the_network_faults_cut_what_they_say(tmp_path: pathlib.Path) -> None:
         assert not reaches("c", "a") and reaches("b", "a") and reaches("c", "b")
         net.heal()
         assert reaches("c", "a")
+
+        def echo_seconds(size: int) -> float:  # size bytes from a to b's echo and back
+            def transfer() -> float:
+                started = time.monotonic()
+                with socket.create_connection((net.address["b"], 7000), timeout=30) as s:
+                    s.sendall(b"x" * size)
+                    got = 0
+                    while got < size:
+                        data = s.recv(65536)
+                        assert data, "the echo closed early"
+                        got += len(data)
+                return time.monotonic() - started
+
+            return net.run_in("a", transfer)
+
+        assert echo_seconds(48_000) < 0.75  # healthy: not the slow pipe's bound below
+        net.slow("b", 300, 256)  # 256 kbit/s = 32 KB/s each way: 48 KB cannot pass in under 1.4 s
+        assert echo_seconds(48_000) >= 0.75
+        net.heal()
+        assert echo_seconds(48_000) < 0.75
+
+        held = net.run_in("a", lambda: socket.create_connection((net.address["b"], 7000), timeout=5))
+        with held:
+            held.sendall(b"ping")
+            assert held.recv(16) == b"ping"
+            assert net.reset_connections("b") >= 1  # b's end aborted: a gets a RST
+            held.settimeout(5)
+            with pytest.raises(ConnectionResetError):
+                held.sendall(b"ping")
+                held.recv(16)
         for server in servers.values():
             server.kill()
             server.wait(10)
@@ -97,9 +127,19 @@ def test_the_network_faults_cut_what_they_say(tmp_path: pathlib.Path) -> None:
     assert not [n for n in netfaults.namespaces() if n.startswith(net.tag)], "namespaces left behind"
 
 
-def _echo(address: str, port: int = 7000) -> bool:
-    import socket
+ECHO_SERVER = """
+import socket, threading
+listener = socket.create_server(("0.0.0.0", 7000))
+def serve(c):
+    with c:
+        while data := c.recv(65536):
+            c.sendall(data)
+while True:
+    threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()
+"""
 
+
+def _echo(address: str, port: int = 7000) -> bool:
     try:
         with socket.create_connection((address, port), timeout=1.0) as s:
             s.settimeout(1.0)
