@@ -119,8 +119,11 @@ def free_port() -> int:
 class Broker:
     """``logstore broker`` as a child process on a fresh data directory."""
 
-    def __init__(self, workdir: str, event_loop: str, overrides: Sequence[str]) -> None:
-        self.port = free_port()
+    def __init__(
+        self, workdir: str, event_loop: str, overrides: Sequence[str], listeners: str | None = None
+    ) -> None:
+        self.port = free_port()  # the port clients use (``bootstrap``)
+        self.listeners = listeners  # default: PLAINTEXT on ``bootstrap``
         self.data_dir = os.path.join(workdir, "data")
         self.log_path = os.path.join(workdir, "broker.log")
         self.event_loop = event_loop
@@ -140,7 +143,7 @@ class Broker:
     def start(self) -> None:
         args = [
             sys.executable, "-m", "logstore", "broker", "--data-dir", self.data_dir,
-            "--listeners", f"PLAINTEXT://{self.bootstrap}", "--event-loop", self.event_loop,
+            "--listeners", self.listeners or f"PLAINTEXT://{self.bootstrap}", "--event-loop", self.event_loop,
         ]  # fmt: skip
         for override in self.overrides:
             args += ["--override", override]

@@ -1,9 +1,9 @@
-"""Chaos: a replicated workload under a nemesis, then a checker (issue 12's fault tests).
+"""Chaos: a replicated workload under a nemesis, then a checker (issue 12's fault tests, issue 24's network faults).
 
-On 127.0.0.1: a ZooKeeper and three ``logstore broker`` processes; a topic of
-3 partitions at replication factor 3 with ``min.insync.replicas=2``;
-idempotent confluent-kafka producers with acks=all, each record's value
-unique. Meanwhile a nemesis, one fault at a time, picks among:
+A ZooKeeper and three ``logstore broker`` processes; a topic of 3 partitions
+at replication factor 3 with ``min.insync.replicas=2``; idempotent
+confluent-kafka producers with acks=all, each record's value unique.
+Meanwhile a nemesis, one fault at a time, picks among the process faults:
 
 - ``kill``: kill -9 a broker, restart it a moment later on its data;
 - ``kill-controller``: the same, to the active controller;
@@ -11,9 +11,52 @@ unique. Meanwhile a nemesis, one fault at a time, picks among:
 - ``zombie``: SIGSTOP a broker past its session (its registration, and any
   controllership, go; leaders move), then SIGCONT: it wakes believing it
   leads, and must be fenced;
-- ``term``: SIGTERM a broker (a clean stop), restart it.
+- ``term``: SIGTERM a broker (a clean stop), restart it;
 
-Then it heals every broker, waits for every ISR to hold all three replicas,
+and, with ``network=True`` (``--network``, the default where the machine can),
+the network faults, each healed after a bounded time:
+
+- ``isolate``: a broker cut off (both ways) from the two other brokers, not
+  from ZooKeeper nor from the clients, for 0.5 s to twice the session;
+- ``zk-cut``: a broker cut off from ZooKeeper only, short of its session or
+  past it (then its session expires while it still serves clients and
+  believes it leads: the zombie leader, which must be fenced);
+- ``asymmetric``: one direction of one broker-broker link dropped (the
+  packets from A to B; B's to A still flow);
+- ``slow``: a broker's links both ways a slow pipe (256 kbit/s to 4 Mbit/s)
+  that queues packets up to 50-300 ms and drops past that, for 2-6 s;
+- ``flaky``: every TCP connection of a broker (to brokers, ZooKeeper and
+  clients) reset, again every 0.2-1 s, for 2-5 s.
+
+The first faults are each kind once, in a random order; then they are drawn
+by weight (``PROCESS_FAULTS``, ``NETWORK_FAULTS``).
+
+**How the network faults are made** (``bench/netfaults.py`` has the details):
+the brokers and ZooKeeper each run in a network namespace of their own on
+``10.77.0.0/24``, joined by veths to a bridge in a hub namespace; no address
+is added to the root namespace. A broker has two listeners: ``INTERNAL`` on
+its namespace address for ``inter.broker.listener.name`` (replication, the
+controller's requests), and ``EXTERNAL``, advertised as a 127.0.0.1 port
+where a forwarder thread in this process accepts the clients and connects
+onward from inside the hub namespace. A cut is a kernel ``tc`` filter in the
+sending namespace that classifies the packets to the cut address into an
+``htb`` class whose queue holds nothing: they are dropped silently, so TCP
+retransmits and times out as on a real partition, in both directions of a
+link or one. Why namespaces rather than a TCP proxy per link: the faults
+are then the kernel's (real timeouts and retransmissions, a RST from
+``ss -K``, no proxy that buffers or acknowledges for a peer), they apply to
+every connection of a link, ZooKeeper's and the controller's included,
+without teaching the brokers about proxies or identifying the sender of a
+connection, and the brokers run unchanged with their own listeners. It
+needs root, ``ip``, ``tc`` and ``ss`` (iproute2); this kernel has no
+``sch_netem`` nor ``action drop``, hence the ``htb`` drop class and a
+``tbf`` token bucket for the slow link. Where the machine cannot
+(``netfaults.unavailable()`` says why), the run has process faults only,
+on 127.0.0.1 as before. Namespaces are named ``lsnet-<pid>-...``; the run
+deletes its own on the way out (``finally``, and ``atexit``) and sweeps
+those of dead runs when it starts.
+
+Then it heals every broker and every link, waits for every ISR to hold all three replicas,
 stops the producers and checks:
 
 - every acknowledged record is read exactly once, at the offset its
@@ -27,7 +70,7 @@ stops the producers and checks:
 ``run()`` is the engine, used by ``tests/cluster/test_faults.py``; the
 command line runs it for ``--faults`` faults or ``--seconds``::
 
-    .venv/bin/python bench/chaos.py --faults 1000 [--seed 7] [--session-ms 3000]
+    .venv/bin/python bench/chaos.py --faults 1000 [--seed 7] [--session-ms 3000] [--no-network]
 
 It prints each fault as it happens and the checker's table at the end; the
 exit status is 1 if any check fails.
@@ -53,13 +96,17 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench import netfaults
 from bench.broker_perf import Broker
 from logstore.cluster.zookeeper import ZooKeeperServer
 
 TOPIC = "chaos"
 PARTITIONS = 3
-FAULTS = ("kill", "kill-controller", "pause", "zombie", "term")
-WEIGHTS = (30, 15, 20, 15, 20)
+PROCESS_FAULTS = {"kill": 30, "kill-controller": 15, "pause": 20, "zombie": 15, "term": 20}
+NETWORK_FAULTS = {"isolate": 15, "zk-cut": 15, "asymmetric": 10, "slow": 10, "flaky": 10}
+ZK_PORT = 2181
+EXTERNAL_PORT = 9092  # clients, through a forwarder on 127.0.0.1
+INTERNAL_PORT = 9093  # inter.broker.listener.name: replication and the controller's requests
 
 
 class ChaosError(Exception):
@@ -119,17 +166,27 @@ def _count(found: list[str]) -> str:
 class Cluster:
     """ZooKeeper and three brokers, their processes and their faults."""
 
-    def __init__(self, workdir: str, session_ms: int, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, workdir: str, session_ms: int, say: Callable[[str], None], network: bool = False
+    ) -> None:
         self.workdir = workdir
         self.session_ms = session_ms
         self.say = say
-        self.zk = ZooKeeperServer(os.path.join(workdir, "zookeeper"))
+        self.net = netfaults.Net(["zk", "b1", "b2", "b3"]) if network else None
+        zk_dir = os.path.join(workdir, "zookeeper")
+        self.zk = (
+            ZooKeeperServer(zk_dir, ZK_PORT, self.net.address["zk"]) if self.net else ZooKeeperServer(zk_dir)
+        )
         self.brokers: dict[int, Broker] = {}
         self.paused: set[int] = set()
 
     def start(self) -> None:
         os.environ["PYTHONFAULTHANDLER"] = "1"  # the brokers' thread stacks on SIGABRT (see restart)
-        self.zk.start()
+        if self.net is not None:
+            for stale in netfaults.sweep_stale():
+                self.say(f"removed a stale namespace {stale}")
+            self.net.create()
+        self._inside("zk", self.zk.start)
         for node in (1, 2, 3):
             directory = os.path.join(self.workdir, f"broker-{node}")
             os.makedirs(directory, exist_ok=True)
@@ -138,9 +195,29 @@ class Cluster:
                 f"zookeeper.session.timeout.ms={self.session_ms}", "replica.lag.time.max.ms=3000",
                 "replica.fetch.backoff.ms=200",
             ]  # fmt: skip
-            self.brokers[node] = Broker(directory, "asyncio", overrides)
-            self.brokers[node].start()
+            listeners = None
+            # With namespaces: clients through a forwarder, brokers to brokers on the namespaces' range.
+            if self.net is not None:
+                address = self.net.address[f"b{node}"]
+                forwarder = self.net.forward(f"b{node}", EXTERNAL_PORT)
+                listeners = f"EXTERNAL://{address}:{EXTERNAL_PORT},INTERNAL://{address}:{INTERNAL_PORT}"
+                overrides += [
+                    f"advertised.listeners=EXTERNAL://127.0.0.1:{forwarder.port},INTERNAL://{address}:{INTERNAL_PORT}",
+                    "listener.security.protocol.map=EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT",
+                    "inter.broker.listener.name=INTERNAL",
+                ]
+            self.brokers[node] = Broker(directory, "asyncio", overrides, listeners)
+            if self.net is not None:
+                self.brokers[node].port = forwarder.port
+            self._inside(f"b{node}", self.brokers[node].start)
         wait(lambda: len(self.metadata().brokers) == 3, "three brokers", 60)
+
+    def _inside(self, member: str, start: Callable[[], None]) -> None:
+        """``start()`` in ``member``'s namespace (its child process is born there), or here."""
+        if self.net is None:
+            start()
+        else:
+            self.net.run_in(member, start)
 
     @property
     def bootstrap(self) -> str:
@@ -173,9 +250,11 @@ class Cluster:
                 ) from None
             if broker.proc.stdout is not None:
                 broker.proc.stdout.close()
-        broker.start()
+        self._inside(f"b{node}", broker.start)
 
     def heal(self) -> None:
+        if self.net is not None:
+            self.net.heal()
         for node in list(self.paused):
             self.signal(node, signal.SIGCONT)
             self.paused.discard(node)
@@ -187,9 +266,13 @@ class Cluster:
         for node in list(self.paused):
             self.signal(node, signal.SIGCONT)
         self.paused.clear()
-        for broker in self.brokers.values():
-            broker.stop()
-        self.zk.stop()
+        try:
+            for broker in self.brokers.values():
+                broker.stop()
+            self.zk.stop()
+        finally:
+            if self.net is not None:
+                self.net.destroy()
 
 
 def wait(predicate: Callable[[], object], what: str, timeout: float) -> None:
@@ -208,9 +291,15 @@ def wait(predicate: Callable[[], object], what: str, timeout: float) -> None:
 # -- the nemesis --------------------------------------------------------------------------------
 
 
-def one_fault(cluster: Cluster, rng: random.Random) -> str:
-    """Inflict one fault and undo it (the cluster has all three brokers up when this returns)."""
-    kind = rng.choices(FAULTS, WEIGHTS)[0]
+def kinds(network: bool) -> dict[str, int]:
+    """The fault kinds and their weights: the process faults, and the network ones if ``network``."""
+    return {**PROCESS_FAULTS, **(NETWORK_FAULTS if network else {})}
+
+
+def one_fault(cluster: Cluster, rng: random.Random, kind: str | None = None) -> str:
+    """Inflict one fault (``kind``, or one drawn by weight) and undo it; all three brokers are back after."""
+    weights = kinds(cluster.net is not None)
+    kind = kind or rng.choices(list(weights), list(weights.values()))[0]
     session = cluster.session_ms / 1000
     if kind == "kill-controller":
         node = cluster.metadata().controller_id
@@ -218,7 +307,10 @@ def one_fault(cluster: Cluster, rng: random.Random) -> str:
             kind, node = "kill", rng.choice(list(cluster.brokers))
     else:
         node = rng.choice(list(cluster.brokers))
-    cluster.say(f"fault: {kind} broker {node}")
+    if kind in NETWORK_FAULTS:
+        network_fault(cluster, rng, kind, node)
+    else:
+        cluster.say(f"fault: {kind} broker {node}")
     if kind in ("kill", "kill-controller"):
         cluster.signal(node, signal.SIGKILL)
         time.sleep(rng.uniform(0.2, 1.5))
@@ -226,7 +318,7 @@ def one_fault(cluster: Cluster, rng: random.Random) -> str:
     elif kind == "term":
         cluster.signal(node, signal.SIGTERM)
         cluster.restart(node)
-    else:
+    elif kind in ("pause", "zombie"):
         cluster.signal(node, signal.SIGSTOP)
         cluster.paused.add(node)
         time.sleep(rng.uniform(0.3, session * 0.6) if kind == "pause" else session + rng.uniform(1.0, 2.5))
@@ -236,6 +328,44 @@ def one_fault(cluster: Cluster, rng: random.Random) -> str:
     wait(lambda: len(cluster.metadata().brokers) == 3, "three brokers after a fault", 60)
     time.sleep(rng.uniform(0.2, 1.0))
     return kind
+
+
+def network_fault(cluster: Cluster, rng: random.Random, kind: str, node: int) -> None:
+    """One network fault on broker ``node`` for a bounded time, then healed (module doc)."""
+    net = cluster.net
+    assert net is not None
+    session = cluster.session_ms / 1000
+    me, others = f"b{node}", [f"b{n}" for n in cluster.brokers if n != node]
+    if kind == "isolate":  # from the other brokers; ZooKeeper and clients still reach it
+        seconds = rng.uniform(0.5, 2 * session)
+        cluster.say(f"fault: isolate broker {node} from brokers {others} for {seconds:.1f} s")
+        for other in others:
+            net.cut(me, other)
+    elif kind == "zk-cut":  # from ZooKeeper only: short of the session, or past it (a zombie leader)
+        seconds = rng.uniform(0.3, session * 0.6) if rng.random() < 0.4 else session + rng.uniform(1.0, 2.5)
+        cluster.say(f"fault: zk-cut broker {node} for {seconds:.1f} s (session {session:g} s)")
+        net.cut(me, "zk")
+    elif kind == "asymmetric":  # one direction of one broker-broker link: from or to this broker
+        src, dst = (me, rng.choice(others)) if rng.random() < 0.5 else (rng.choice(others), me)
+        seconds = rng.uniform(0.5, 2 * session)
+        cluster.say(f"fault: asymmetric {src} -> {dst} dropped ({dst} -> {src} flows) for {seconds:.1f} s")
+        net.block(src, dst)
+    elif kind == "slow":
+        latency, kbit, seconds = rng.randint(50, 300), rng.choice((256, 1024, 4096)), rng.uniform(2.0, 6.0)
+        cluster.say(
+            f"fault: slow broker {node}: {kbit} kbit/s queueing up to {latency} ms for {seconds:.1f} s"
+        )
+        net.slow(me, latency, kbit)
+    elif kind == "flaky":
+        seconds = rng.uniform(2.0, 5.0)
+        cluster.say(f"fault: flaky broker {node}: its connections reset for {seconds:.1f} s")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            net.reset_connections(me)
+            time.sleep(rng.uniform(0.2, 1.0))
+        seconds = 0.0
+    time.sleep(seconds)
+    net.heal()
 
 
 # -- the workload -------------------------------------------------------------------------------
@@ -386,14 +516,20 @@ def run(
     producers: int = 2,
     workdir: str | None = None,
     client_log: str | None = None,
+    network: bool = False,
     say: Callable[[str], None] = print,
 ) -> Report:
-    """Run the workload under ``faults`` faults (or until ``seconds``), heal, check (module doc)."""
+    """Run the workload under ``faults`` faults (or until ``seconds``), heal, check (module doc).
+
+    ``network``: the brokers and ZooKeeper in network namespaces, network faults mixed with the
+    process ones (``netfaults.unavailable()`` says whether this machine can). The first faults
+    are each kind once, in a random order; the rest are drawn by weight.
+    """
     rng = random.Random(seed)
     own = workdir is None
     root = workdir or tempfile.mkdtemp(prefix="logstore-chaos-")
     report = Report()
-    cluster = Cluster(root, session_ms, say)
+    cluster = Cluster(root, session_ms, say, network)
     started = time.monotonic()
     try:
         cluster.start()
@@ -408,10 +544,12 @@ def run(
         workload = Workload(cluster.bootstrap, producers, rate, client_log)
         workload.start()
         deadline = started + seconds
-        for _ in range(faults):
+        first = list(kinds(network))
+        rng.shuffle(first)
+        for n in range(faults):
             if time.monotonic() > deadline:
                 break
-            report.faults[one_fault(cluster, rng)] += 1
+            report.faults[one_fault(cluster, rng, first[n] if n < len(first) else None)] += 1
         cluster.heal()
         wait(lambda: all(len(p.isrs) == 3 for p in cluster.metadata(TOPIC).topics[TOPIC].partitions.values()),
              "every ISR whole again", 120)  # fmt: skip
@@ -471,6 +609,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="keep the brokers' data and logs here (default: a temporary directory, removed)",
     )
     parser.add_argument(
+        "--network",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="network faults too, in namespaces (default: when netfaults.unavailable() says the machine can)",
+    )
+    parser.add_argument(
         "--client-log",
         default=None,
         metavar="PATH",
@@ -482,14 +626,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    print(f"chaos: seed {seed}, {args.faults} faults, session {args.session_ms} ms", flush=True)
+    network = args.network
+    if network is None or network:
+        why = netfaults.unavailable()
+        if why is not None and network:
+            print(f"chaos: {why}", file=sys.stderr)
+            return 2
+        network = why is None
+        if why is not None:
+            print(f"chaos: process faults only ({why})", flush=True)
+    print(f"chaos: seed {seed}, {args.faults} faults, session {args.session_ms} ms, "
+          f"{'network and process' if network else 'process'} faults", flush=True)  # fmt: skip
     started = time.monotonic()
 
     def say(line: str) -> None:
         print(f"[{time.monotonic() - started:7.1f} s] {line}", flush=True)
 
     report = run(args.faults, args.seconds, seed=seed, session_ms=args.session_ms, rate=args.rate,
-                 producers=args.producers, workdir=args.workdir, client_log=args.client_log, say=say)  # fmt: skip
+                 producers=args.producers, workdir=args.workdir, client_log=args.client_log, network=network,
+                 say=say)  # fmt: skip
     print(report.table())
     return 0 if report.ok else 1
 

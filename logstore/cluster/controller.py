@@ -48,7 +48,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import KazooException, NodeExistsError
 from kio.schema.errors import ErrorCode
 
 from logstore.broker.cluster_member import PREFERRED, NotControllerError
@@ -333,7 +333,31 @@ class ZkController:
         partition_epoch: int,
     ) -> tuple[ErrorCode, LeaderAndIsr | None]:
         """A leader's ISR change, checked as Kafka's controller checks AlterPartition (see the
-        module doc): (NONE, the written state) or (the error, the current state or None)."""
+        module doc): (NONE, the written state) or (the error, the current state or None).
+
+        ZooKeeper out of reach (the connection lost mid-call, the session gone) is NOT_CONTROLLER,
+        which the leader retries after its backoff at whichever broker controls then. It used to
+        escape as an exception that closed the leader's connection with a traceback (found by
+        ``bench/chaos.py``'s network faults: a controller cut off from ZooKeeper, or its
+        connections reset)."""
+        try:
+            return self._alter_partition(topic, partition, leader, leader_epoch, isr, partition_epoch)
+        except KazooException as e:
+            _log.warning(
+                "%s-%d: AlterPartition from leader %d to %s not decided: ZooKeeper out of reach (%s)",
+                topic, partition, leader, list(isr), type(e).__name__,
+            )  # fmt: skip
+            return ErrorCode.not_controller, None
+
+    def _alter_partition(
+        self,
+        topic: str,
+        partition: int,
+        leader: int,
+        leader_epoch: int,
+        isr: tuple[int, ...],
+        partition_epoch: int,
+    ) -> tuple[ErrorCode, LeaderAndIsr | None]:
         if self.epoch is None:
             return ErrorCode.not_controller, None
         state = self.zk.partition_state(topic, partition)

@@ -228,6 +228,26 @@ def test_the_auto_rebalance_moves_leaders_back_above_the_imbalance(broker_sessio
     assert all(s[0] == assignment[p][0] for p, s in states(sessions[1], "t").items())
 
 
+def test_alter_partition_without_zookeeper_is_a_retriable_not_controller(broker_session: Sessions) -> None:
+    """ZooKeeper out of reach mid-call (bench/chaos.py's network faults: a controller cut off
+    from ZooKeeper): NOT_CONTROLLER, which the leader retries, not an exception that closes
+    the leader's connection."""
+    session = broker_session(1, None)
+    controller = ZkController(session, 1)
+    assert controller.elect()
+    controller.create_topic("t", 1, 1, assignment={0: [1]})
+    state = session.partition_state("t", 0)
+    assert state is not None
+    assert (
+        controller.alter_partition("t", 0, 1, state.leader_epoch, (1,), state.zk_version)[0] == ErrorCode.none
+    )
+    state = session.partition_state("t", 0)
+    assert state is not None
+    session.zk.stop()  # the client's connection closed: every ZooKeeper call now raises
+    answer = controller.alter_partition("t", 0, 1, state.leader_epoch, (1,), state.zk_version)
+    assert answer == (ErrorCode.not_controller, None)
+
+
 def test_a_reassignment_adds_then_removes_replicas(broker_session: Sessions) -> None:
     sessions = {b: broker_session(b, None) for b in (1, 2, 3, 4)}
     controller = ZkController(sessions[1], 1)

@@ -490,9 +490,14 @@ async def send_region(
     (uvloop), the bytes must be encrypted (a TLS connection), or the kernel's sendfile refused this
     socket before sending a byte (asyncio's SendfileNotAvailableError, e.g. a peer that reset the
     connection: asyncio's own fallback would read the region as a file object, which it is not).
-    A peer that went away surfaces as the transport's connection loss, not as an error here."""
+    A peer that went away surfaces as the transport's connection loss, not as an error here; a
+    transport already closing (a reset seen while the answer was read) is a ConnectionError, which
+    closes the connection quietly (it was a RuntimeError and a traceback; found by
+    ``bench/chaos.py``'s flaky-connection fault)."""
     if not region.size:
         return
+    if transport.is_closing():  # asyncio's sendfile would raise RuntimeError("Transport is closing")
+        raise ConnectionError("the connection closed before its answer was sent")
     if sendfile.works and not tls:
         try:
             sent = await loop.sendfile(transport, region, region.position, region.size, fallback=False)  # type: ignore[arg-type]
