@@ -129,11 +129,14 @@ class Report:
     gaps: list[str] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
     epochs: list[str] = field(default_factory=list)
+    log_starts: dict[int, int] = field(default_factory=dict)  # partition -> its log start offset
+    resets: list[str] = field(default_factory=list)  # the reader's position reset (offset out of range)
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.moved or self.duplicated or self.gaps or self.diverged or self.epochs)
+        return not (self.lost or self.moved or self.duplicated or self.gaps or self.diverged or self.epochs
+                    or self.resets or any(self.log_starts.values()))  # fmt: skip
 
     def table(self) -> str:
         rows = [
@@ -150,6 +153,8 @@ class Report:
             ("offset gaps below the HW", _count(self.gaps)),
             ("replicas not byte-identical", _count(self.diverged)),
             ("leader epochs not rising", _count(self.epochs)),
+            ("log start offsets (nothing deletes: all 0)", str(dict(sorted(self.log_starts.items())))),
+            ("reader's position reset (out of range)", _count(self.resets)),
             ("seconds", f"{self.seconds:.0f}"),
         ]
         width = max(len(name) for name, _ in rows)
@@ -430,15 +435,20 @@ class Workload:
 # -- the checker --------------------------------------------------------------------------------
 
 
-def read_everything(bootstrap: str) -> dict[int, list[tuple[int, bytes]]]:
-    """(offset, value) of every record below each partition's HW, read from the start."""
-    from confluent_kafka import Consumer, TopicPartition
+def read_everything(bootstrap: str, report: Report | None = None) -> dict[int, list[tuple[int, bytes]]]:
+    """(offset, value) of every record below each partition's HW, read from offset 0. An offset
+    out of range is not papered over (``auto.offset.reset=error``): it goes to ``report.resets``
+    and the read goes on from the log start; each partition's log start goes to
+    ``report.log_starts`` (nothing in this run deletes records: any but 0 is a loss)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "chaos-check", "enable.auto.commit": False}
-    )
-    ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30, cached=False)[1]
-            for p in range(PARTITIONS)}  # fmt: skip
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-check", "enable.auto.commit": False,
+                         "auto.offset.reset": "error"})  # fmt: skip
+    marks = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30, cached=False)
+             for p in range(PARTITIONS)}  # fmt: skip
+    ends = {p: high for p, (_, high) in marks.items()}
+    if report is not None:
+        report.log_starts = {p: low for p, (low, _) in marks.items()}
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
     found: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
     deadline = time.monotonic() + 300
@@ -446,7 +456,15 @@ def read_everything(bootstrap: str) -> dict[int, list[tuple[int, bytes]]]:
         if time.monotonic() > deadline:
             raise ChaosError(f"reading back timed out: {[len(v) for v in found.values()]} of {ends}")
         for message in consumer.consume(10_000, 0.5):
-            if message.error() is None and message.offset() < ends[message.partition()]:
+            error = message.error()
+            if error is not None:
+                if report is not None and error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                    report.resets.append(f"{TOPIC}-{message.partition()}: {error.str()}")
+                    low = consumer.get_watermark_offsets(TopicPartition(TOPIC, message.partition()), timeout=30,
+                                                         cached=False)[0]  # fmt: skip
+                    consumer.seek(TopicPartition(TOPIC, message.partition(), low))
+                continue
+            if message.offset() < ends[message.partition()]:
                 found[message.partition()].append((message.offset(), message.value()))
     consumer.close()
     return found
@@ -559,7 +577,7 @@ def run(
             len(workload.acked),
             len(workload.failed),
         )
-        check(report, workload, read_everything(cluster.bootstrap))
+        check(report, workload, read_everything(cluster.bootstrap, report))
         wait(lambda: _logs_equal_lengths(cluster), "followers caught up", 60)
         for broker in cluster.brokers.values():
             broker.stop()
@@ -567,8 +585,10 @@ def run(
     finally:
         cluster.stop()
         report.seconds = time.monotonic() - started
-        if own:
+        if own and report.ok and report.read:
             shutil.rmtree(root, ignore_errors=True)
+        elif own:
+            say(f"kept the run's logs and data for a look: {root}")
     return report
 
 

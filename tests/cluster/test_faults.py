@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -33,12 +35,27 @@ FAULTS = 50
 NETWORK_UNAVAILABLE = netfaults.unavailable()
 
 
+def _keep(workdir: pathlib.Path) -> str:
+    """A copy of a failed run's brokers' logs and data where later test runs do not clean up
+    (``$LOGSTORE_ARTIFACTS``, else the temp dir's ``logstore-artifacts``)."""
+    root = os.environ.get("LOGSTORE_ARTIFACTS") or os.path.join(tempfile.gettempdir(), "logstore-artifacts")
+    target = os.path.join(root, f"chaos-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+    shutil.copytree(workdir, target, symlinks=True, ignore_dangling_symlinks=True, dirs_exist_ok=True)
+    return target
+
+
 def _run_and_check(tmp_path: pathlib.Path, network: bool) -> chaos.Report:
     lines: list[str] = []
-    report = chaos.run(
-        FAULTS, 900, seed=12, session_ms=3000, rate=600, workdir=str(tmp_path), network=network,
-        say=lines.append,
-    )  # fmt: skip
+    try:
+        report = chaos.run(
+            FAULTS, 900, seed=12, session_ms=3000, rate=600, workdir=str(tmp_path), network=network,
+            say=lines.append,
+        )  # fmt: skip
+    except Exception:
+        print(f"kept for a look: {_keep(tmp_path)}")
+        raise
+    if not report.ok:
+        lines.append(f"kept the run's logs and data for a look: {_keep(tmp_path)}")
     table = report.table()
     assert sum(report.faults.values()) >= FAULTS, table
     assert set(report.faults) >= {"kill", "pause", "zombie", "term"}, table  # each kind at least once
