@@ -8,6 +8,7 @@ also kill -9 and restart it on the same port and data directory.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 START_TIMEOUT_S = 30
@@ -248,3 +249,29 @@ def stop_all(brokers: list[BrokerProcess]) -> None:
         if code != 0:
             failures.append(f"{broker.data_dir}: exit code {code}\n{broker.log_text()[-3000:]}")
     assert not failures, "\n".join(failures)
+
+
+@contextlib.contextmanager
+def broker_thread(broker: Any) -> Iterator[None]:
+    """Run an in-process ``logstore.broker.Broker`` on an event loop of its own, in a thread, until
+    the block ends (then close it and stop the loop)."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(broker.start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert ready.wait(10), "the in-process broker did not start within 10 s"
+    try:
+        yield
+    finally:
+        asyncio.run_coroutine_threadsafe(broker.close(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)

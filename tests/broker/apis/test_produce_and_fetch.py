@@ -3,9 +3,7 @@ limits, idempotent dedupe, bad batches' error codes, send paths."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +16,7 @@ from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, 
 
 from logstore import build_batch, parse_batches
 from logstore.broker import Broker, BrokerConfig
-from tests.kit.brokerkit import BrokerProcess, free_port
+from tests.kit.brokerkit import BrokerProcess, broker_thread, free_port
 from tests.kit.wire import WireClient
 
 pytestmark = pytest.mark.integration
@@ -148,25 +146,11 @@ def inprocess_broker(request: Any, tmp_path: Any) -> Iterator[str]:
     """A Broker in this process (its loop on a thread): both ways of sending segment bytes."""
     port = free_port()
     config = BrokerConfig.from_dict({"listeners": f"PLAINTEXT://127.0.0.1:{port}"})
-    loop = asyncio.new_event_loop()
     broker = Broker(config, data_dir=str(tmp_path / "data"))
     if request.param == "pread":
         broker.sendfile.lacking()  # as on uvloop: every fetch sends with pread
-    ready = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(broker.start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    yield f"127.0.0.1:{port}"
-    asyncio.run_coroutine_threadsafe(broker.close(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    with broker_thread(broker):
+        yield f"127.0.0.1:{port}"
 
 
 def test_large_fetches_byte_exact(inprocess_broker: str) -> None:

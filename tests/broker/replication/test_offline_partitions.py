@@ -6,9 +6,7 @@ log.dirs; the directory is failed through the LogManager's LogDirFailureChannel,
 
 from __future__ import annotations
 
-import asyncio
 import errno
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from logstore import build_batch
 from logstore.broker import Broker, BrokerConfig
 from logstore.protocol.codec import from_dict
-from tests.kit.brokerkit import free_port
+from tests.kit.brokerkit import broker_thread, free_port
 from tests.kit.wire import WireClient, request_class
 
 pytestmark = pytest.mark.integration
@@ -31,23 +29,9 @@ STORAGE = ErrorCode.kafka_storage_error
 def two_dir_broker(tmp_path: Path) -> Iterator[tuple[Broker, str]]:
     port = free_port()
     config = BrokerConfig.from_dict({"listeners": f"PLAINTEXT://127.0.0.1:{port}", "num.partitions": 2})
-    loop = asyncio.new_event_loop()
     broker = Broker(config, data_dir=f"{tmp_path / 'a'},{tmp_path / 'b'}")
-    ready = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(broker.start())
-        ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    yield broker, f"127.0.0.1:{port}"
-    asyncio.run_coroutine_threadsafe(broker.close(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    with broker_thread(broker):
+        yield broker, f"127.0.0.1:{port}"
 
 
 def req(key: int, version: int, **values: Any) -> Any:
