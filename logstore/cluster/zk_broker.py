@@ -545,6 +545,7 @@ class ZkBroker:
             (name, p): config
             for p, replicas in assignment.partitions.items()
             if self.node_id in replicas and self.logs.find_log(name, p) is None
+            and self.logs.offline_dir_of(name, p) is None  # in a failed log dir: offline, not made anew
         }
         if missing:
             self.logs.create_logs(missing)
