@@ -20,7 +20,10 @@ def test_per_record_errors_name_the_keyless_records(broker: BrokerProcess) -> No
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("compacted", 1, 1, config={"cleanup.policy": "compact"})])["compacted"].result(30)
     outcomes: list[int] = []
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 100})
+    # One batch of the 20 (the test is about one batch's per-record errors): the topic's metadata
+    # known first, and a linger long enough that a loaded machine cannot split it.
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2000})
+    producer.list_topics("compacted", timeout=10)
     for i in range(20):
         key = None if i % 10 == 0 else b"k%d" % i
         producer.produce("compacted", key=key, value=b"v", on_delivery=lambda err, msg: outcomes.append(err.code() if err else 0))
@@ -34,7 +37,8 @@ def test_per_record_errors_name_the_records_out_of_time(broker_factory: object) 
     import time
 
     outcomes: list[int] = []
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 100})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2000})  # one batch (see above)
+    producer.list_topics("stamps", timeout=10)
     now = int(time.time() * 1000)
     for i in range(10):
         stamp = now - 7_200_000 if i in (3, 7) else now  # two records two hours old
