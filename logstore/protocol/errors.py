@@ -19,6 +19,7 @@ from kio.schema import errors as kio_errors
 from kio.schema.errors import ErrorCode
 
 from logstore.errors import (
+    ClosedError,
     CorruptRecordError,
     InvalidArgumentError,
     InvalidConfigError,
@@ -99,6 +100,12 @@ _ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (InvalidConfigError, ErrorCode.invalid_config),
     (InvalidArgumentError, ErrorCode.invalid_request),
     (OSError, ErrorCode.kafka_storage_error),
+    # A log closed under the request (its directory failed, its topic was deleted, the broker is
+    # stopping): retriable. UNKNOWN_SERVER_ERROR is not, and an idempotent librdkafka producer
+    # answers a non-retriable error on one batch by bumping its epoch and sending the batches
+    # after it again under new sequences, which the broker cannot tell from new records: a
+    # duplicate (the fsync-failure cluster test saw one).
+    (ClosedError, ErrorCode.kafka_storage_error),
     (LogstoreError, ErrorCode.unknown_server_error),
 )
 """logstore exceptions and their Kafka error codes, most specific first."""
