@@ -7,6 +7,7 @@ cycle is still the cycle) and checked against the layers::
     base (errors, the C core) <- records <- storage <- protocol <- security <- coordinator <- broker <- cluster
     client: sees base, records, protocol, security
     top: embedded, arrow, spark, cli, the tools: see everything, seen by nothing below
+    console (the web console): sees the base and the client; only the CLI imports it
 
 A layer imports only layers below it; modules import each other with no cycle;
 no Python file is over :data:`LINES_MAX` lines.
@@ -56,6 +57,10 @@ LAYERS = (
 )
 CLIENT = "logstore.client"
 TOP = -1
+# The web console (logstore/console) sits at the top: it sees the base and the client only (it
+# speaks to any Kafka-compatible cluster over the wire), and only the CLI imports it.
+CONSOLE = "logstore.console"
+CONSOLE_IMPORTERS = ("logstore.cli",)
 
 
 def module_name(path: pathlib.Path) -> str:
@@ -86,6 +91,10 @@ def rank(name: str) -> int:
 def allowed(importer: str, imported: str) -> bool:
     """May ``importer`` import ``imported`` (both logstore modules)?"""
     a, b = rank(importer), rank(imported)
+    if _within(imported, CONSOLE) and not _within(importer, CONSOLE):
+        return any(_within(importer, prefix) for prefix in CONSOLE_IMPORTERS)
+    if _within(importer, CONSOLE) and not _within(imported, CONSOLE):
+        return b in (0, len(LAYERS))  # the base and the client
     if a == TOP:
         return True
     if b == TOP:
@@ -234,6 +243,11 @@ def test_the_check_sees_what_it_must() -> None:
     assert allowed("logstore.client.connection", "logstore.protocol.frames")
     assert allowed("logstore.embedded", "logstore.broker.broker")
     assert allowed("logstore.cluster.zk_broker", "logstore.broker.broker")
+    assert allowed("logstore.console.topics", "logstore.client.admin")
+    assert allowed("logstore.cli.web_console", "logstore.console.app")
+    assert not allowed("logstore.console.app", "logstore.broker.broker")
+    assert not allowed("logstore.embedded", "logstore.console.app")
+    assert not allowed("logstore.broker.broker", "logstore.console")
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
 

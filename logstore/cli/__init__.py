@@ -2,7 +2,8 @@
 
 One module per command group: :mod:`.broker`, :mod:`.cluster`, :mod:`.topics`,
 :mod:`.console` (produce, consume), :mod:`.groups`, :mod:`.acls`, :mod:`.users`,
-:mod:`.quotas`, :mod:`.perf`, :mod:`.reassign` (reassign-partitions); what several
+:mod:`.quotas`, :mod:`.perf`, :mod:`.reassign` (reassign-partitions), :mod:`.web_console`
+(console: the web console); what several
 share is in the leaves :mod:`._clients`, :mod:`._options` and :mod:`._tables`.
 None of them imports this module. The CLI is the top layer: it imports the
 rest of logstore, and nothing in logstore imports it.
@@ -23,6 +24,7 @@ from logstore.cli.quotas import quotas
 from logstore.cli.reassign import reassign_partitions
 from logstore.cli.topics import topics
 from logstore.cli.users import users
+from logstore.cli.web_console import console
 
 __all__ = ["main"]
 
@@ -34,5 +36,6 @@ def main() -> None:
 
 for _command in (
     broker, cluster, topics, produce, consume, groups, acls, users, quotas, log_dirs, perf, reassign_partitions,
+    console,
 ):
     main.add_command(_command)

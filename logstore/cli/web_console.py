@@ -1,0 +1,70 @@
+"""``logstore console``: the web console (logstore/console; docs/console.md) in front of a cluster.
+
+It speaks to the cluster at ``--bootstrap-server`` with logstore's own client
+and serves its pages on ``--listen`` (a loopback address by default).
+``--command-config`` takes the client settings the other tools take: with
+``security.protocol=SASL_PLAINTEXT`` (and ``sasl.mechanism``) each person
+logs in with their own user on the cluster and acts within its ACLs;
+without SASL there is no login. ``--read-only`` hides and refuses every
+change.
+"""
+
+from __future__ import annotations
+
+import click
+
+from logstore.cli._options import BOOTSTRAP_OPTION, click_errors, command_config_option, props_option_value
+
+SECRET_KEYS = ("sasl.username", "sasl.password", "sasl.jaas.config")
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as (host, port); a usage error otherwise."""
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise click.BadParameter(f"--listen takes HOST:PORT (e.g. 127.0.0.1:8080), not {value!r}")
+    return host, int(port)
+
+
+@click.command()
+@BOOTSTRAP_OPTION
+@click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",
+              help="Where the console serves its pages (port 0: any free port).")  # fmt: skip
+@click.option("--read-only", is_flag=True, help="Show everything, change nothing (forms hidden, posts refused).")
+@command_config_option(
+    "A client config key (repeatable), e.g. security.protocol=SASL_PLAINTEXT and sasl.mechanism=SCRAM-SHA-512: "
+    "with SASL each person logs in as their own user on the cluster."
+)
+@click.option("--title", default="logstore console", show_default=True, help="The name on every page.")
+def console(bootstrap_server: str, listen: str, read_only: bool, command_config: tuple[str, ...], title: str) -> None:
+    """A web console for a Kafka-compatible cluster: topics, messages, consumer groups.
+
+    \b
+    logstore console --bootstrap-server 127.0.0.1:9092 --listen 127.0.0.1:8080
+    logstore console --bootstrap-server 127.0.0.1:9093 --command-config security.protocol=SASL_PLAINTEXT \\
+        --command-config sasl.mechanism=SCRAM-SHA-512
+    logstore console --read-only
+
+    Pages: overview (brokers, controller, under-replicated and offline
+    partitions), topics (create, configure, add partitions, delete),
+    messages (browse, search by key, value or header, produce, export as
+    JSON lines), consumer groups (lag, offset resets with a preview, delete).
+    See docs/console.md.
+    """
+    host, port = parse_listen(listen)
+    config = props_option_value(command_config, "--command-config")
+    given = [key for key in SECRET_KEYS if key in config]
+    if given and str(config.get("security.protocol", "")).upper().startswith("SASL"):
+        raise click.BadParameter(
+            f"{', '.join(given)}: with SASL each person logs in with their own user; drop these keys",
+            param_hint="--command-config",
+        )
+    from logstore.console import (  # deferred: aiohttp and jinja2 load only for this command
+        ConsoleSettings,
+        serve,
+    )
+
+    settings = ConsoleSettings(bootstrap_server, config, read_only=read_only, title=title)
+    with click_errors():
+        serve(settings, host, port, ready=lambda url: click.echo(f"logstore console listening on {url}", nl=True))

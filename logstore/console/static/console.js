@@ -1,0 +1,39 @@
+// logstore console: a little of our own JavaScript, no library. Everything works without it;
+// it only refreshes the live parts (a group's lag chart) and asks before a destructive form.
+"use strict";
+(function () {
+  const MAX_REFRESHES = 1800; // at most an hour at 2 s: a forgotten tab stops asking
+  function refresh(box) {
+    const url = box.getAttribute("data-refresh");
+    const every = Math.max(1000, parseInt(box.getAttribute("data-every") || "2000", 10));
+    let count = 0;
+    const timer = setInterval(function () {
+      if (++count > MAX_REFRESHES) { clearInterval(timer); return; }
+      if (document.hidden) { return; }
+      fetch(url, { credentials: "same-origin", headers: { "Accept": "image/svg+xml" } })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (svg) {
+          if (svg === null) { return; }
+          const doc = new DOMParser().parseFromString(svg, "image/svg+xml");
+          const node = doc.documentElement;
+          if (node && node.nodeName === "svg") {
+            box.replaceChildren(document.importNode(node, true));
+            box.setAttribute("data-refreshed", String(count));
+          }
+        })
+        .catch(function () { /* the next round tries again */ });
+    }, every);
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-refresh]").forEach(refresh);
+    document.querySelectorAll("[data-back]").forEach(function (a) {
+      a.addEventListener("click", function (e) { e.preventDefault(); history.back(); });
+      a.setAttribute("href", "/");
+    });
+    document.querySelectorAll("form").forEach(function (form) {
+      form.addEventListener("submit", function () {
+        form.querySelectorAll("button[type=submit]").forEach(function (b) { b.setAttribute("aria-busy", "true"); });
+      });
+    });
+  });
+})();

@@ -1,0 +1,104 @@
+"""Login with the cluster's own SASL credentials, sessions, ACLs as the principal's limits, logout.
+
+Against a broker with a SCRAM listener and ACLs (tests/console/conftest.py):
+``dave`` may read and write topic ``paid``; anything else he asks is refused by
+the broker, and the console shows the broker's authorization error with a 403.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+
+from logstore.console import ConsoleSettings
+from tests.console.conftest import PASSWORDS, SaslBroker
+from tests.kit.consolekit import ConsoleServer, Visitor
+
+pytestmark = pytest.mark.integration
+
+Start = Callable[[ConsoleSettings], ConsoleServer]
+
+
+def _login(visitor: Visitor, user: str, password: str, next_page: str = "/") -> int:
+    assert visitor.get("/login").status == 200
+    answer = visitor.post("/login", {"username": user, "password": password, "mechanism": "SCRAM-SHA-512",
+                                     "next": next_page})  # fmt: skip
+    if answer.status == 303:
+        visitor.get(answer.location)  # as a browser does: the next page (and its forms' new CSRF token)
+    return answer.status
+
+
+def test_pages_need_a_login_and_a_wrong_password_is_refused(console_for: Start, sasl_broker: SaslBroker) -> None:
+    server = console_for(sasl_broker.settings())
+    visitor = Visitor(server.url)
+    first = visitor.get("/topics")
+    assert first.status == 302 and first.location == "/login?next=/topics"
+    assert visitor.request("GET", "/groups/x/lag.svg", accept="image/svg+xml").status == 401
+    assert visitor.post("/topics", {"name": "t"}).status == 401
+    login_page = visitor.get("/login")
+    assert login_page.status == 200 and 'name="password"' in login_page.text and "Topics</a>" not in login_page.text
+    wrong = visitor.post("/login", {"username": "dave", "password": "not-his", "mechanism": "SCRAM-SHA-512"})
+    assert wrong.status == 401 and "login failed" in wrong.error() and "invalid credentials" in wrong.error()
+    assert visitor.get("/topics").status == 302
+    empty = visitor.post("/login", {"username": "", "password": ""})
+    assert empty.status == 400 and "give a user name and a password" in empty.error()
+    odd = visitor.post("/login", {"username": "dave", "password": "x", "mechanism": "GSSAPI"})
+    assert odd.status == 400 and "mechanism must be one of" in odd.error()
+    no_csrf = visitor.post("/login", {"username": "dave", "password": PASSWORDS["dave"]}, csrf=False)
+    assert no_csrf.status == 403 and "CSRF" in no_csrf.error()
+
+
+def test_a_user_acts_within_the_acls_and_logs_out(console_for: Start, sasl_broker: SaslBroker) -> None:
+    server = console_for(sasl_broker.settings())
+    visitor = Visitor(server.url)
+    visitor.get("/login")
+    before = visitor.cookie
+    assert _login(visitor, "dave", PASSWORDS["dave"], "/topics") == 303
+    assert visitor.cookie is not None and visitor.cookie != before  # a new session id at login
+    cookie = visitor.set_cookie_headers[-1]
+    assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    page = visitor.get("/topics")
+    assert page.status == 200 and 'id="principal">User:dave<' in page.text
+    assert 'href="/topics/paid"' in page.text
+    # what his ACLs allow: produce to and read paid
+    produced = visitor.post("/topics/paid/produce", {"key": "k", "value": "from dave", "headers": "who=dave"})
+    assert produced.status == 303, produced.error()
+    found = visitor.get("/topics/paid/messages", start="beginning", header="who=dave")
+    assert found.status == 200 and found.text.count('class="message"') == 1
+    # what they do not: create a topic, change a config, delete paid
+    created = visitor.post("/topics", {"name": "daves-own"})
+    assert created.status == 403
+    assert "not allowed: the broker answered TOPIC_AUTHORIZATION_FAILED" in created.error()
+    assert "ask an administrator for an ACL" in created.error()
+    altered = visitor.post("/topics/paid/configs", {"op": "set", "name": "retention.ms", "value": "1"})
+    assert altered.status == 403 and "AUTHORIZATION_FAILED" in altered.error()
+    deleted = visitor.post("/topics/paid/delete", {"confirm": "paid"})
+    assert deleted.status == 403 and "TOPIC_AUTHORIZATION_FAILED" in deleted.error()
+    # a second person has a client of their own: admin may create what dave may not
+    other = Visitor(server.url)
+    assert _login(other, "admin", PASSWORDS["admin"]) == 303
+    assert other.post("/topics", {"name": "admins-own"}).status == 303
+    assert 'id="principal">User:admin<' in other.get("/topics").text
+    assert 'href="/topics/admins-own"' not in visitor.get("/topics").text  # dave may not describe it
+    # logout ends the session: its cookie is worth nothing after
+    old = visitor.cookie
+    out = visitor.post("/logout")
+    assert out.status == 303 and out.location == "/login"
+    assert visitor.get("/topics").status == 302
+    replay = Visitor(server.url)
+    replay.cookie = old
+    assert replay.get("/topics").status == 302
+    assert 'id="principal">User:admin<' in other.get("/").text  # the other session lives on
+
+
+def test_read_only_with_login(console_for: Start, sasl_broker: SaslBroker) -> None:
+    server = console_for(sasl_broker.settings(read_only=True))
+    visitor = Visitor(server.url)
+    assert _login(visitor, "admin", PASSWORDS["admin"]) == 303
+    page = visitor.get("/topics/paid/messages")
+    assert page.status == 200 and "Produce a message" not in page.text and re.search(r">read-only<", page.text)
+    refused = visitor.post("/topics/paid/produce", {"value": "x"})
+    assert refused.status == 403 and "--read-only" in refused.error()
+    assert visitor.post("/logout").status == 303  # logging out is not a change to the cluster
