@@ -1,7 +1,8 @@
 """Consumer groups: the list, a group's members and assignment, lag per partition (a chart), offset resets, delete.
 
-Lag is the partition's latest offset minus the group's committed offset
-(a partition with no commit has no lag to show). A reset is two steps, as
+Lag is the partition's latest offset minus the group's committed offset;
+a partition of the group's topics with no commit is listed with none (as
+``kafka-consumer-groups --describe`` shows "-"). A reset is two steps, as
 ``kafka-consumer-groups --reset-offsets`` (``--dry-run``, then ``--execute``):
 the form asks for a preview, which shows each partition's offset now and
 after; only the preview's own form applies it, with exactly the offsets shown.
@@ -27,6 +28,8 @@ from logstore.console.pages import clients_of, flash, int_value, redirect, rende
 
 RESET_TO = ("earliest", "latest", "timestamp", "offset")
 MAX_RESET_PARTITIONS = 10_000
+MAX_TOPICS_COMPLETED = 20
+"""For at most this many of a group's topics, the partitions it never committed are listed too."""
 
 
 @dataclass
@@ -69,7 +72,13 @@ def lag_of(clients: Clients, group: str) -> list[Lag]:
     """The group's committed offsets and each partition's latest offset."""
     admin = clients.admin
     committed = result(admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group])
-    tps = [TopicPartition(tp.topic, tp.partition) for tp in committed.topic_partitions or []]
+    offsets = {(tp.topic, tp.partition): tp.offset for tp in committed.topic_partitions or []}
+    for topic in sorted({t for t, _ in offsets})[:MAX_TOPICS_COMPLETED]:  # partitions of its topics it never committed
+        described = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if described is not None and described.error is None:
+            for p in described.partitions:
+                offsets.setdefault((topic, p), -1)
+    tps = [TopicPartition(t, p) for t, p in sorted(offsets)]
     ends: dict[tuple[str, int], int | None] = {}
     if tps:
         futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
@@ -78,8 +87,7 @@ def lag_of(clients: Clients, group: str) -> list[Lag]:
                 ends[(tp.topic, tp.partition)] = future.result(15).offset
             except Exception:
                 ends[(tp.topic, tp.partition)] = None
-    return [Lag(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else None, ends.get((tp.topic, tp.partition)))
-            for tp in sorted(committed.topic_partitions or [], key=lambda t: (t.topic, t.partition))]  # fmt: skip
+    return [Lag(t, p, offset if offset >= 0 else None, ends.get((t, p))) for (t, p), offset in sorted(offsets.items())]
 
 
 def lag_chart(group: str, lags: list[Lag]) -> str:
