@@ -1,6 +1,7 @@
 # logstore: every set-up step lives here, so a fresh machine needs only `make test`.
 #
-#   make run     build, then run the main job: a broker on 127.0.0.1:9092 with ./data
+#   make run     build, then run the main job: a broker on 127.0.0.1:9092 with ./data, and the
+#                web console beside it on http://127.0.0.1:8080 (docs/console.md)
 #   make example the embedded engine example (a Store in ./data, no network)
 #   make test    create .venv, install system and Python packages, build the
 #                C core, lint, type-check and run the whole suite
@@ -51,7 +52,8 @@ $(STAMP): $(VENV)/bin/python $(NATIVE_SOURCES) | system-packages
 	touch $@
 
 run: $(STAMP)
-	$(PY) -m logstore broker --data-dir ./data --listeners PLAINTEXT://127.0.0.1:9092
+	$(PY) -m logstore broker --data-dir ./data --listeners PLAINTEXT://127.0.0.1:9092 \
+		--override console.listeners=http://127.0.0.1:8080
 
 example: $(STAMP)
 	$(PY) -m logstore.examples.embedded

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from logstore.cli._options import click_errors
+from logstore.cli.web_console import console_beside_broker
 
 
 @click.command()
@@ -60,7 +61,8 @@ def broker(
     joins that cluster (broker.id unique per broker, broker.rack optional; see
     docs/cluster.md for what a cluster does today). With
     metrics.listener=http://host:port it serves Prometheus metrics at /metrics
-    (docs/metrics.md).
+    (docs/metrics.md); with console.listeners=http://host:port, the web console
+    (docs/console.md).
     """
     # Deferred: the broker's modules take ~0.5 s to import, which `logstore --help` need not wait for.
     from logstore.broker.config.broker_config import BrokerConfig
@@ -69,6 +71,10 @@ def broker(
     extra = {"listeners": listeners} if listeners else {}
     with click_errors():
         config = BrokerConfig.load(config_file, overrides, extra)
+    url = console_beside_broker(config)  # console.listeners: the web console in this process
+    if url is not None:
+        click.echo(f"logstore console listening on {url} (console.listeners)", err=True)
+    with click_errors():
         if config.zookeeper_connect:
             from logstore.cluster.zk_broker import join  # deferred: a broker alone needs no ZooKeeper client
 

@@ -11,6 +11,8 @@ change.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from logstore.cli._options import BOOTSTRAP_OPTION, click_errors, command_config_option, props_option_value
@@ -68,3 +70,47 @@ def console(bootstrap_server: str, listen: str, read_only: bool, command_config:
     settings = ConsoleSettings(bootstrap_server, config, read_only=read_only, title=title)
     with click_errors():
         serve(settings, host, port, ready=lambda url: click.echo(f"logstore console listening on {url}", nl=True))
+
+
+def parse_console_listener(value: str) -> tuple[str, int]:
+    """``console.listeners``: ``http://host:port`` (one; only http is served) as (host, port)."""
+    text = value.strip()
+    if not text.startswith("http://") or "," in text:
+        raise click.ClickException(
+            f"console.listeners: {value!r} is not http://host:port (e.g. http://127.0.0.1:8080; one "
+            "listener, http only: put a TLS proxy in front to serve it further)"
+        )
+    try:
+        return parse_listen(text.removeprefix("http://").rstrip("/"))
+    except click.BadParameter:
+        raise click.ClickException(f"console.listeners: {value!r} is not http://host:port") from None
+
+
+def console_beside_broker(config: Any) -> str | None:
+    """Start the console the broker config asks for (``console.listeners``) in this process, in front
+    of the broker's first listener; its URL, or None when not asked. Called by ``logstore broker``."""
+    value = str(config.values.get("console.listeners") or "")
+    if not value.strip():
+        return None
+    host, port = parse_console_listener(value)
+    name, broker_host, broker_port = config.listeners[0]
+    if broker_port == 0:
+        raise click.ClickException(
+            "console.listeners needs the broker's first listener on a fixed port, not port 0"
+        )
+    protocol = config.listener_protocols().get(name, "PLAINTEXT")
+    client: dict[str, Any] = {}
+    if protocol in ("SSL", "SASL_SSL"):
+        raise click.ClickException(
+            f"console.listeners: the broker's first listener {name} is {protocol}, which logstore's client does "
+            "not speak; list a PLAINTEXT or SASL_PLAINTEXT listener first, or run `logstore console` apart"
+        )
+    if protocol == "SASL_PLAINTEXT":
+        mechanisms = [m.strip().upper() for m in str(config.values.get("sasl.enabled.mechanisms") or "").split(",")]
+        usable = [m for m in mechanisms if m in ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")]
+        client = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": usable[0] if usable else "SCRAM-SHA-512"}
+    from logstore.console import ConsoleSettings, serve_in_thread  # deferred, as in `logstore console`
+
+    bootstrap = f"{'127.0.0.1' if broker_host in ('', '0.0.0.0') else broker_host}:{broker_port}"
+    with click_errors():
+        return serve_in_thread(ConsoleSettings(bootstrap, client), host, port)

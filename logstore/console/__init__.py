@@ -16,6 +16,6 @@ imports the client; nothing but the CLI imports it.
 
 from __future__ import annotations
 
-from logstore.console.app import ConsoleSettings, make_app, serve
+from logstore.console.app import ConsoleSettings, make_app, serve, serve_in_thread
 
-__all__ = ["ConsoleSettings", "make_app", "serve"]
+__all__ = ["ConsoleSettings", "make_app", "serve", "serve_in_thread"]

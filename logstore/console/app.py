@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from typing import Any
 from urllib.parse import quote
 
@@ -137,6 +138,32 @@ async def _close_all(app: web.Application) -> None:
         await asyncio.to_thread(shared.close)
 
 
+def serve_in_thread(settings: ConsoleSettings, host: str, port: int, timeout: float = 30.0) -> str:
+    """Start the console on a daemon thread with its own event loop (beside a broker in one process);
+    returns its URL once it listens, or raises ConsoleError saying why it cannot."""
+    started: list[str] = []
+    failed: list[BaseException] = []
+    ready = threading.Event()
+
+    def announce(url: str) -> None:
+        started.append(url)
+        ready.set()
+
+    def run() -> None:
+        try:
+            serve(settings, host, port, announce)
+        except BaseException as e:  # reported to the starting thread
+            failed.append(e)
+            ready.set()
+
+    threading.Thread(target=run, name="logstore-console", daemon=True).start()
+    if not ready.wait(timeout):
+        raise ConsoleError(f"the console did not start on {host}:{port} within {timeout:g} s")
+    if failed:
+        raise ConsoleError(str(failed[0]))
+    return started[0]
+
+
 def serve(settings: ConsoleSettings, host: str, port: int, ready: Any = None) -> None:
     """Run the console on ``host:port`` until interrupted; ``ready(url)`` once it listens."""
 
@@ -164,4 +191,4 @@ def serve(settings: ConsoleSettings, host: str, port: int, ready: Any = None) ->
         asyncio.run(main())
 
 
-__all__ = ["ConsoleSettings", "make_app", "serve"]
+__all__ = ["ConsoleSettings", "make_app", "serve", "serve_in_thread"]

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import pathlib
 import subprocess
 import sys
 import threading
+import time
+import urllib.error
 import urllib.request
 
 import pytest
 from click.testing import CliRunner
 
 from logstore.cli import main
-from tests.kit.brokerkit import BrokerProcess
+from tests.kit.brokerkit import BrokerProcess, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -58,3 +61,32 @@ def test_the_command_serves_the_console(broker: BrokerProcess) -> None:
     finally:
         process.terminate()
         process.wait(30)
+
+
+def test_console_listeners_serves_the_console_in_the_broker_process(tmp_path: pathlib.Path) -> None:
+    port = free_port()
+    broker = BrokerProcess(str(tmp_path / "data"), {"console.listeners": f"http://127.0.0.1:{port}"}).start()
+    try:
+        body = ""
+        deadline = time.monotonic() + 30
+        while 'id="brokers">1<' not in body and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as page:
+                    body = page.read().decode()
+            except urllib.error.HTTPError as e:  # the broker not answering yet: a 502 page
+                body = e.read().decode()
+            time.sleep(0.1)
+        assert 'id="brokers">1<' in body, body[-1000:]
+        assert "logstore console listening on" in broker.log_text()
+    finally:
+        assert broker.stop() == 0, broker.log_text()[-3000:]
+
+
+def test_console_listeners_must_be_one_http_address(tmp_path: pathlib.Path) -> None:
+    for value, says in (("127.0.0.1:8080", "is not http://host:port"), ("https://127.0.0.1:8080", "http only")):
+        result = subprocess.run(
+            [sys.executable, "-m", "logstore", "broker", "--data-dir", str(tmp_path / "data"), "--listeners",
+             f"PLAINTEXT://127.0.0.1:{free_port()}", "--override", f"console.listeners={value}"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert result.returncode == 1 and says in result.stderr, result.stderr

@@ -204,6 +204,9 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "sasl.login.refresh.buffer.seconds": ("short", 300, 0),
     # logstore's own: the Prometheus endpoint, http://host:port (empty: off; docs/metrics.md).
     "metrics.listener": ("string", "", None),
+    # logstore's own: the web console served beside the broker, http://host:port (empty: off;
+    # started by the `logstore broker` command, docs/console.md).
+    "console.listeners": ("string", "", None),
 }
 
 # Broker log.* keys -> the topic key they default, with a unit factor.
