@@ -35,12 +35,12 @@ from logstore.console.pages import (
 
 log = logging.getLogger("logstore.console")
 
-MAX_FORM_BYTES = 2 * 1024 * 1024
-"""The largest request body (a produced message is at most 1 MB of it)."""
+MAX_FORM_BYTES = 17 * 1000 * 1000
+"""The largest request body (an imported file is at most 16 MB of it, a produced message 1 MB)."""
 
 
 def _wants_text(request: web.Request) -> bool:
-    return request.path.endswith((".svg", ".jsonl")) or "text/html" not in request.headers.get("Accept", "text/html")
+    return request.path.endswith((".svg", ".jsonl", ".csv")) or "text/html" not in request.headers.get("Accept", "text/html")
 
 
 @web.middleware

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from logstore.client import Consumer, KafkaException, Producer
@@ -89,10 +89,15 @@ def from_exception(what: str, exc: BaseException) -> ConsoleError:
     return ConsoleError(f"{what}: {type(exc).__name__}: {exc}", 500)
 
 
+WORKERS = 16
+"""Threads for the client's blocking calls (the event loop never waits on the cluster)."""
+_EXECUTOR = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="logstore-console")
+
+
 async def blocking(what: str, fn: Callable[[], T], timeout: float = CALL_TIMEOUT_S) -> T:
     """``fn()`` on a worker thread, at most ``timeout`` seconds; its failure as a ConsoleError."""
     try:
-        return await asyncio.wait_for(asyncio.to_thread(fn), timeout)
+        return await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(_EXECUTOR, fn), timeout)
     except Exception as e:
         raise from_exception(what, e) from None
 

@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import base64
 import calendar
+import csv
+import io
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -276,7 +279,22 @@ def scan(clients: Clients, search: Search, outcome: Outcome) -> Iterator[Record]
         consumer.close()
 
 
+MAX_SEARCHES = 4
+"""Searches and exports running at once in one console; one more is a 503 (try again)."""
+_SEARCHES = threading.BoundedSemaphore(MAX_SEARCHES)
+
+
 def run_search(clients: Clients, search: Search) -> Outcome:
+    """The search, if fewer than :data:`MAX_SEARCHES` run now (each holds a consumer and a thread)."""
+    if not _SEARCHES.acquire(blocking=False):
+        raise ConsoleError(f"{MAX_SEARCHES} searches are running already; try again in a few seconds", 503)
+    try:
+        return _run_search(clients, search)
+    finally:
+        _SEARCHES.release()
+
+
+def _run_search(clients: Clients, search: Search) -> Outcome:
     outcome = Outcome()
     records = list(scan(clients, search, outcome))
     if search.start == "end":
@@ -308,13 +326,25 @@ async def browse(request: web.Request) -> web.StreamResponse:
     decoding = text_value(request.query, "decode", required=False, default="text", limit=8)
     if decoding not in DECODINGS:
         raise ConsoleError(f"decode must be one of {', '.join(DECODINGS)}, not {decoding!r}")
+    live = request.query.get("live") == "1"
+    if live and request.query.get("start", "end") != "end":
+        raise ConsoleError("a live tail reads from the end: choose 'the end' as where to start")
     search = search_of(request.query, topic)
     outcome = await blocking(f"searching {topic!r}", lambda: run_search(clients, search),
                              search.max_seconds + 20)  # fmt: skip
-    query = {k: v for k, v in request.query.items() if k != "decode"}
+    context = {"outcome": outcome, "decoding": decoding, "decode": decode, "live": live}
+    if request.query.get("fragment") == "1":  # the records alone, for the live tail's refresh
+        return render(request, "_records.html", context)
+    query = {k: v for k, v in request.query.items() if k not in ("decode", "live", "fragment")}
+    base = f"/topics/{quote(topic)}/messages?"
+    here = {k: v for k, v in request.query.items() if k not in ("live", "fragment")}
     return render(request, "messages.html", {
-        "topic": topic, "search": search, "outcome": outcome, "decoding": decoding, "decode": decode,
-        "form": request.query, "export_url": f"/topics/{quote(topic)}/export.jsonl?" + urlencode(query),
+        **context, "topic": topic, "search": search, "form": request.query,
+        "live_url": base + urlencode({**here, "start": "end", "live": "1"}),
+        "still_url": base + urlencode(here),
+        "fragment_url": base + urlencode({**here, "live": "1", "fragment": "1"}),
+        "export_url": f"/topics/{quote(topic)}/export.jsonl?" + urlencode(query),
+        "csv_url": f"/topics/{quote(topic)}/export.csv?" + urlencode(query),
         "max_scan": MAX_SCAN, "max_seconds": MAX_SECONDS, "max_results": MAX_RESULTS,
     })  # fmt: skip
 
@@ -345,6 +375,132 @@ async def export(request: web.Request) -> web.StreamResponse:
         "Content-Disposition": f'attachment; filename="{topic}.jsonl"',
         "X-Logstore-Scanned": str(outcome.scanned), "X-Logstore-Stopped": outcome.stopped,
     })  # fmt: skip
+
+
+async def export_csv(request: web.Request) -> web.StreamResponse:
+    """The selection as CSV (partition, offset, timestamp, key, value, headers as JSON): for a
+    spreadsheet; keys and values as UTF-8 text (bytes that are not become U+FFFD: JSON lines keep them)."""
+    clients = clients_of(request)
+    topic = topic_name(request)
+    search = search_of(request.query, topic, export=True)
+    outcome = await blocking(f"exporting {topic!r}", lambda: run_search(clients, search), search.max_seconds + 20)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["partition", "offset", "timestamp", "key", "value", "headers"])
+    for r in outcome.records:
+        writer.writerow([r.partition, r.offset, r.timestamp, _csv_text(r.key), _csv_text(r.value),
+                         json.dumps([[n, _json_bytes(v)] for n, v in r.headers], ensure_ascii=False)])  # fmt: skip
+    return web.Response(text=out.getvalue(), content_type="text/csv", charset="utf-8", headers={
+        "Content-Disposition": f'attachment; filename="{topic}.csv"',
+        "X-Logstore-Scanned": str(outcome.scanned), "X-Logstore-Stopped": outcome.stopped,
+    })  # fmt: skip
+
+
+def _csv_text(data: bytes | None) -> str:
+    return "" if data is None else data.decode("utf-8", "replace")
+
+
+MAX_IMPORT_LINES = 100_000
+
+
+def _from_json(value: Any, what: str) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, dict) and isinstance(value.get("base64"), str):
+        try:
+            return base64.b64decode(value["base64"], validate=True)
+        except ValueError:
+            raise ConsoleError(f"{what}: base64 that does not decode") from None
+    raise ConsoleError(f"{what}: a string, null or {{\"base64\": ...}}, not {type(value).__name__}")
+
+
+def parse_import(data: bytes) -> list[tuple[int | None, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
+    """JSON lines as export writes them: (partition or None, key, value, headers) per line; a 400 naming
+    the first bad line."""
+    records = []
+    lines = [line for line in data.splitlines() if line.strip()]
+    if len(lines) > MAX_IMPORT_LINES:
+        raise ConsoleError(f"an import takes at most {MAX_IMPORT_LINES} lines, not {len(lines)}")
+    for number, line in enumerate(lines, 1):
+        what = f"line {number}"
+        try:
+            item = json.loads(line)
+        except ValueError as e:
+            raise ConsoleError(f"{what} is not JSON ({e}); the file should be JSON lines as Export writes them") from None
+        if not isinstance(item, dict):
+            raise ConsoleError(f"{what} is not a JSON object")
+        headers_in = item.get("headers") or []
+        if not isinstance(headers_in, list) or not all(isinstance(h, list) and len(h) == 2 and isinstance(h[0], str)
+                                                       for h in headers_in):  # fmt: skip
+            raise ConsoleError(f"{what}: headers must be a list of [name, value] pairs")
+        headers = [(h[0], _from_json(h[1], f"{what}, header {h[0]!r}")) for h in headers_in]
+        partition = item.get("partition")
+        if partition is not None and (not isinstance(partition, int) or partition < 0):
+            raise ConsoleError(f"{what}: partition must be a number >= 0")
+        records.append((partition, _from_json(item.get("key"), f"{what}, key"),
+                        _from_json(item.get("value"), f"{what}, value"), headers))  # fmt: skip
+    if not records:
+        raise ConsoleError("the file has no records")
+    return records
+
+
+def produce_many(clients: Clients, topic: str, partitions: int,
+                 records: list[tuple[int | None, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+                 keep_partitions: bool) -> tuple[int, list[str]]:  # fmt: skip
+    """Send the records; (delivered, the first errors)."""
+    producer = clients.producer()
+    errors: list[str] = []
+    delivered = [0]
+
+    def report(error: Any, _message: Any) -> None:
+        if error is None:
+            delivered[0] += 1
+        elif len(errors) < 5:
+            errors.append(f"{error.name()} ({error.str()})")
+
+    for partition, key, value, headers in records:
+        target = partition if keep_partitions and partition is not None and partition < partitions else -1
+        for _ in range(100):  # bounded: a full queue waits at most 100 polls of 0.1 s per record
+            try:
+                producer.produce(topic, value=value, key=key, partition=target, headers=headers or None,
+                                 on_delivery=report)  # fmt: skip
+                break
+            except BufferError:
+                producer.poll(0.1)
+        else:
+            errors.append("the producer's queue stayed full for 10 s")
+            break
+    left = producer.flush(30)
+    if left:
+        errors.append(f"{left} records not acknowledged within 30 s")
+    return delivered[0], errors
+
+
+async def import_lines(request: web.Request) -> web.StreamResponse:
+    clients = clients_of(request)
+    topic = topic_name(request)
+    form = await request.post()
+    upload = form.get("file")
+    if upload is None or not hasattr(upload, "file"):
+        raise ConsoleError("choose a JSON lines file to import (as Export writes them)")
+    data = upload.file.read(MAX_IMPORT_BYTES + 1)
+    if len(data) > MAX_IMPORT_BYTES:
+        raise ConsoleError(f"the file is over {MAX_IMPORT_BYTES // 1_000_000} MB; split it", 413)
+    records = parse_import(data)
+    keep = form.get("keep_partitions") == "1"
+    partitions = await blocking(f"checking topic {topic!r}", lambda: _partitions(clients, Search(topic)))
+    delivered, errors = await blocking(
+        f"importing into {topic!r}", lambda: produce_many(clients, topic, len(partitions), records, keep), 60)
+    if errors:
+        raise ConsoleError(f"importing into {topic!r}: {delivered} of {len(records)} records delivered; "
+                           f"{'; '.join(errors)}", 502 if delivered else 400)  # fmt: skip
+    flash(request, f"imported {delivered} records into {topic}")
+    return redirect(f"/topics/{quote(topic)}/messages?start=end")
+
+
+MAX_IMPORT_BYTES = 16_000_000
 
 
 def parse_headers(text: str) -> list[tuple[str, bytes]]:
@@ -397,4 +553,6 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/topics/{topic}/messages", browse)
     router.add_post("/topics/{topic}/produce", produce)
     router.add_get("/topics/{topic}/export.jsonl", export)
+    router.add_get("/topics/{topic}/export.csv", export_csv)
+    router.add_post("/topics/{topic}/import", import_lines)
 

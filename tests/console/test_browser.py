@@ -172,10 +172,10 @@ def _group_with_lag(bootstrap: str, topic: str, group: str, consumed: int, total
     admin.close()
 
 
-def _produce(bootstrap: str, topic: str, count: int) -> None:
+def _produce(bootstrap: str, topic: str, count: int, value: str = "record") -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for i in range(count):
-        producer.produce(topic, value=f"record {i}".encode(), key=f"k{i % 7}".encode())
+        producer.produce(topic, value=f"{value} {i}".encode(), key=f"k{i % 7}".encode())
     assert producer.flush(WAIT_S) == 0
     producer.close()
 
@@ -241,6 +241,14 @@ def test_a_walk_through_the_console(browser: WebDriver, sasl_broker: SaslBroker,
     assert "order-42" in found and "trace=browser-7f3a" in found and '"qty": 2' in found and "noise" not in found
     walk.shot("05-messages")
     walk.shot("05-messages-phone", PHONE)
+    # a live tail (of the whole topic; a tail keeps the search's filters): a record produced elsewhere
+    # appears without a reload
+    walk.go("/topics/browser-events/messages")
+    walk.click("#live")
+    walk.find("#live-stop")
+    _produce(plain, "browser-events", 1, value="tailed-in-live")
+    walk.wait_text("#messages", lambda t: "tailed-in-live" in t, "the live tail to show the new record")
+    assert int(walk.find("#messages").get_attribute("data-refreshed") or 0) >= 1
 
     # a group's lag, live: grows on the chart as records arrive, then a reset to the latest with a preview
     walk.go("/groups")

@@ -299,3 +299,53 @@ def test_a_reset_of_a_group_with_members_is_refused_with_the_reason(console_for:
         assert refused.status in (400, 409) and "resetting the offsets of 'busy'" in refused.error(), refused.error()
     finally:
         member.close()
+
+
+def test_export_then_import_round_trips_and_csv(console_for: Start, plain_broker: BrokerProcess) -> None:
+    visitor = _visitor(console_for, plain_broker)
+    for name in ("source", "copy"):
+        assert visitor.post("/topics", {"name": name, "partitions": "2"}).status == 303
+    _produce(plain_broker.bootstrap, "source", [(f"k{i}".encode(), f"v{i}".encode(), [("n", str(i).encode())])
+                                                for i in range(20)], partition=1)  # fmt: skip
+    _produce(plain_broker.bootstrap, "source", [(None, b"\xff\x00binary", [("raw", b"\x80")])], partition=0)
+    exported = visitor.request("GET", "/topics/source/export.jsonl", accept="*/*")
+    assert exported.status == 200 and len(exported.text.splitlines()) == 21
+    visitor.get("/topics/copy/messages")
+    imported = visitor.post_file("/topics/copy/import", {"keep_partitions": "1"}, "file", "source.jsonl", exported.body)
+    assert imported.status == 303, imported.error()
+    assert "imported 21 records into copy" in visitor.get(imported.location).text
+    copied = visitor.request("GET", "/topics/copy/export.jsonl", accept="*/*")
+    strip = [{k: v for k, v in json.loads(line).items() if k not in ("topic", "timestamp")} for line in copied.text.splitlines()]
+    original = [{k: v for k, v in json.loads(line).items() if k not in ("topic", "timestamp")} for line in exported.text.splitlines()]
+    assert sorted(map(json.dumps, strip)) == sorted(map(json.dumps, original))  # same partitions, offsets, bytes
+    assert any(r["value"] == {"base64": "/wBiaW5hcnk="} and r["headers"] == [["raw", {"base64": "gA=="}]] for r in strip)
+    table = visitor.request("GET", "/topics/source/export.csv?partition=1&limit=3", accept="*/*")
+    assert table.status == 200 and table.headers["Content-Type"].startswith("text/csv")
+    rows = table.text.splitlines()
+    assert rows[0] == "partition,offset,timestamp,key,value,headers" and len(rows) == 4
+    assert rows[1].startswith("1,0,") and ',k0,v0,"[[""n"", ""0""]]"' in rows[1]
+    # bad files: named line, clear reason
+    for content, says in ((b'{"value": "ok"}\nnot json\n', "line 2 is not JSON"),
+                          (b'{"value": 5}\n', "line 1, value: a string, null or"),
+                          (b'{"headers": [["h"]]}\n', "line 1: headers must be a list of [name, value] pairs"),
+                          (b"\n\n", "the file has no records")):  # fmt: skip
+        bad = visitor.post_file("/topics/copy/import", {}, "file", "bad.jsonl", content)
+        assert bad.status == 400 and says in bad.error(), bad.error()
+    missing = visitor.post("/topics/copy/import", {})
+    assert missing.status == 400 and "choose a JSON lines file" in missing.error()
+
+
+def test_a_live_tail_page_and_its_fragment(console_for: Start, plain_broker: BrokerProcess) -> None:
+    visitor = _visitor(console_for, plain_broker)
+    assert visitor.post("/topics", {"name": "tailed", "partitions": "1"}).status == 303
+    _produce(plain_broker.bootstrap, "tailed", [(b"k", b"first", [])])
+    page = visitor.get("/topics/tailed/messages", live="1", limit="10")
+    assert page.status == 200 and 'data-kind="html"' in page.text and 'id="live-stop"' in page.text
+    fragment_url = re.search(r'data-refresh="([^"]+)"', page.text)
+    assert fragment_url is not None
+    _produce(plain_broker.bootstrap, "tailed", [(b"k", b"second", [])])
+    fragment = visitor.get(fragment_url.group(1).replace("&amp;", "&"))
+    assert fragment.status == 200 and "<html" not in fragment.text and "<header class=\"top\"" not in fragment.text
+    assert fragment.text.count('class="message"') == 2 and "second" in fragment.text and "live: refreshes" in fragment.text
+    refused = visitor.get("/topics/tailed/messages", live="1", start="beginning")
+    assert refused.status == 400 and "a live tail reads from the end" in refused.error()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import threading
 import tomllib
 
 import pytest
@@ -144,3 +145,11 @@ def test_the_wheel_carries_every_template_and_static_file() -> None:
     assert not uncovered, f"add these to [tool.setuptools.package-data] in pyproject.toml: {uncovered}"
     manifest = (HERE.parent.parent / "MANIFEST.in").read_text()
     assert "logstore/console/templates" in manifest and "logstore/console/static" in manifest
+
+
+def test_searches_at_once_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(messages, "_SEARCHES", threading.BoundedSemaphore(1))
+    assert messages._SEARCHES.acquire(blocking=False)  # one search runs
+    with pytest.raises(kafka.ConsoleError, match="searches are running already; try again") as caught:
+        messages.run_search(None, messages.Search("t"))  # type: ignore[arg-type]
+    assert caught.value.status == 503

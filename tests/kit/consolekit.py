@@ -157,6 +157,17 @@ class Visitor:
         body = urlencode(form).encode()
         return self.request("POST", path, body, {"Content-Type": "application/x-www-form-urlencoded"})
 
+    def post_file(self, path: str, fields: dict[str, str], name: str, filename: str, content: bytes) -> Answer:
+        """A multipart form post with one file (and this session's CSRF token), as a file input sends it."""
+        boundary = "----logstore-console-test-boundary"
+        form = {"csrf_token": self.csrf or "", **fields}
+        parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+                 for k, v in form.items()]  # fmt: skip
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
+                     "Content-Type: application/x-ndjson\r\n\r\n".encode() + content + b"\r\n")  # fmt: skip
+        body = b"".join(parts) + f"--{boundary}--\r\n".encode()
+        return self.request("POST", path, body, {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+
 
 def wait_for(predicate: Any, what: str, timeout: float = 30.0, step: float = 0.2) -> Any:
     """Poll ``predicate`` until it returns something true (returned), at most ``timeout`` s."""

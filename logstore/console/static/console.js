@@ -1,5 +1,5 @@
 // logstore console: a little of our own JavaScript, no library. Everything works without it;
-// it only refreshes the live parts (a group's lag chart) and asks before a destructive form.
+// it only refreshes the live parts (a group's lag chart, a live tail of messages).
 "use strict";
 (function () {
   const MAX_REFRESHES = 1800; // at most an hour at 2 s: a forgotten tab stops asking
@@ -10,11 +10,20 @@
     const timer = setInterval(function () {
       if (++count > MAX_REFRESHES) { clearInterval(timer); return; }
       if (document.hidden) { return; }
-      fetch(url, { credentials: "same-origin", headers: { "Accept": "image/svg+xml" } })
+      const html = box.getAttribute("data-kind") === "html";
+      fetch(url, { credentials: "same-origin", headers: { "Accept": html ? "text/html" : "image/svg+xml" } })
         .then(function (r) { return r.ok ? r.text() : null; })
-        .then(function (svg) {
-          if (svg === null) { return; }
-          const doc = new DOMParser().parseFromString(svg, "image/svg+xml");
+        .then(function (text) {
+          if (text === null) { return; }
+          if (html) { // our own server-rendered (escaped) fragment: the records of a live tail
+            const doc = new DOMParser().parseFromString(text, "text/html");
+            box.replaceChildren.apply(box, Array.from(doc.body.childNodes).map(function (n) {
+              return document.importNode(n, true);
+            }));
+            box.setAttribute("data-refreshed", String(count));
+            return;
+          }
+          const doc = new DOMParser().parseFromString(text, "image/svg+xml");
           const node = doc.documentElement;
           if (node && node.nodeName === "svg") {
             box.replaceChildren(document.importNode(node, true));
