@@ -102,3 +102,32 @@ def test_read_only_with_login(console_for: Start, sasl_broker: SaslBroker) -> No
     refused = visitor.post("/topics/paid/produce", {"value": "x"})
     assert refused.status == 403 and "--read-only" in refused.error()
     assert visitor.post("/logout").status == 303  # logging out is not a change to the cluster
+
+
+def test_acls_are_listed_added_and_removed_by_whom_the_broker_lets(console_for: Start,
+                                                                    sasl_broker: SaslBroker) -> None:  # fmt: skip
+    server = console_for(sasl_broker.settings())
+    admin = Visitor(server.url)
+    assert _login(admin, "admin", PASSWORDS["admin"]) == 303
+    listed = admin.get("/acls")
+    assert listed.status == 200 and "User:dave" in listed.text and "<b>paid</b>" in listed.text
+    acl = {"principal": "User:dave", "permission": "ALLOW", "operation": "DESCRIBE", "resource_type": "TOPIC",
+           "resource_name": "extra-", "pattern_type": "PREFIXED", "host": "*"}  # fmt: skip
+    added = admin.post("/acls", acl)
+    assert added.status == 303, added.error()
+    page = admin.get("/acls", q="extra")
+    assert page.status == 200 and "ACL added: User:dave ALLOW DESCRIBE on TOPIC extra-" in page.text
+    assert re.search(r"<td>User:dave</td><td>ALLOW</td><td>DESCRIBE</td>\s*<td>TOPIC <b>extra-</b></td><td>PREFIXED</td>", page.text)
+    removed = admin.post("/acls/delete", acl)
+    assert removed.status == 303
+    assert "1 ACL removed" in admin.get("/acls").text and "extra-" not in admin.get("/acls", q="extra").text
+    bad = admin.post("/acls", {**acl, "principal": "dave"})
+    assert bad.status == 400 and "principal is TYPE:NAME" in bad.error()
+    bad_op = admin.post("/acls", {**acl, "operation": "FLY"})
+    assert bad_op.status == 400 and "operation must be one of" in bad_op.error()
+    # dave may not see the ACLs, nor add one
+    dave = Visitor(server.url)
+    assert _login(dave, "dave", PASSWORDS["dave"]) == 303
+    refused = dave.get("/acls")
+    assert refused.status == 403 and "CLUSTER_AUTHORIZATION_FAILED" in refused.error(), refused.error()
+    assert dave.post("/acls", acl).status == 403

@@ -276,6 +276,9 @@ def test_a_walk_through_the_console(browser: WebDriver, sasl_broker: SaslBroker,
     walk.submit("#reset-apply")
     walk.wait_text("#flash", lambda t: "reset on 2 partition(s)" in t, "the reset")
     assert walk.text("#total-lag") == "0"
+    walk.go("/acls")
+    assert "User:dave" in walk.text("#acls")
+    walk.shot("10-acls")
     walk.logout()
 
     # dave: his ACLs let him read paid, not create topics; the broker's refusal is on the page
@@ -291,4 +294,4 @@ def test_a_walk_through_the_console(browser: WebDriver, sasl_broker: SaslBroker,
     walk.logout()
     walk.go("/groups")
     assert "/login" in browser.current_url  # logged out: back to the login page
-    assert len(walk.shots) == 11
+    assert len(walk.shots) == 12

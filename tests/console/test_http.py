@@ -349,3 +349,9 @@ def test_a_live_tail_page_and_its_fragment(console_for: Start, plain_broker: Bro
     assert fragment.text.count('class="message"') == 2 and "second" in fragment.text and "live: refreshes" in fragment.text
     refused = visitor.get("/topics/tailed/messages", live="1", start="beginning")
     assert refused.status == 400 and "a live tail reads from the end" in refused.error()
+
+
+def test_acls_on_a_cluster_without_an_authorizer(console_for: Start, plain_broker: BrokerProcess) -> None:
+    visitor = _visitor(console_for, plain_broker)
+    answer = visitor.get("/acls")
+    assert answer.status == 400 and "SECURITY_DISABLED" in answer.error(), answer.error()

@@ -1,5 +1,6 @@
 // logstore console: a little of our own JavaScript, no library. Everything works without it;
-// it only refreshes the live parts (a group's lag chart, a live tail of messages).
+// it only refreshes the live parts (a group's lag chart, a live tail of messages) and asks before
+// removing an ACL.
 "use strict";
 (function () {
   const MAX_REFRESHES = 1800; // at most an hour at 2 s: a forgotten tab stops asking
@@ -40,7 +41,9 @@
       a.setAttribute("href", "/");
     });
     document.querySelectorAll("form").forEach(function (form) {
-      form.addEventListener("submit", function () {
+      form.addEventListener("submit", function (e) {
+        const question = form.getAttribute("data-confirm");
+        if (question && !window.confirm(question)) { e.preventDefault(); return; }
         form.querySelectorAll("button[type=submit]").forEach(function (b) { b.setAttribute("aria-busy", "true"); });
       });
     });
