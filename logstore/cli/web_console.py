@@ -38,8 +38,12 @@ def parse_listen(value: str) -> tuple[str, int]:
     "A client config key (repeatable), e.g. security.protocol=SASL_PLAINTEXT and sasl.mechanism=SCRAM-SHA-512: "
     "with SASL each person logs in as their own user on the cluster."
 )
+@click.option("--metrics-url", "metrics_urls", multiple=True, metavar="URL",
+              help="A broker's Prometheus endpoint (repeatable), e.g. http://127.0.0.1:9404/metrics: bytes in "
+                   "and out on the overview.")  # fmt: skip
 @click.option("--title", default="logstore console", show_default=True, help="The name on every page.")
-def console(bootstrap_server: str, listen: str, read_only: bool, command_config: tuple[str, ...], title: str) -> None:
+def console(bootstrap_server: str, listen: str, read_only: bool, command_config: tuple[str, ...],
+            metrics_urls: tuple[str, ...], title: str) -> None:  # fmt: skip
     """A web console for a Kafka-compatible cluster: topics, messages, consumer groups.
 
     \b
@@ -67,7 +71,11 @@ def console(bootstrap_server: str, listen: str, read_only: bool, command_config:
         serve,
     )
 
-    settings = ConsoleSettings(bootstrap_server, config, read_only=read_only, title=title)
+    for url in metrics_urls:
+        if not url.startswith(("http://", "https://")):
+            raise click.BadParameter(f"{url!r} is not an http:// URL", param_hint="--metrics-url")
+    settings = ConsoleSettings(bootstrap_server, config, read_only=read_only, title=title,
+                               metrics_urls=list(metrics_urls))  # fmt: skip
     with click_errors():
         serve(settings, host, port, ready=lambda url: click.echo(f"logstore console listening on {url}", nl=True))
 
@@ -112,5 +120,10 @@ def console_beside_broker(config: Any) -> str | None:
     from logstore.console import ConsoleSettings, serve_in_thread  # deferred, as in `logstore console`
 
     bootstrap = f"{'127.0.0.1' if broker_host in ('', '0.0.0.0') else broker_host}:{broker_port}"
+    metrics = str(config.values.get("metrics.listener") or "").strip()
+    urls = []
+    if metrics.startswith("http://"):
+        metrics_host, _, metrics_port = metrics.removeprefix("http://").rstrip("/").rpartition(":")
+        urls = [f"http://{'127.0.0.1' if metrics_host in ('', '0.0.0.0') else metrics_host}:{metrics_port}/metrics"]
     with click_errors():
-        return serve_in_thread(ConsoleSettings(bootstrap, client), host, port)
+        return serve_in_thread(ConsoleSettings(bootstrap, client, metrics_urls=urls), host, port)

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from logstore.console import acls, auth, groups, messages, overview, topics
+from logstore.console import acls, auth, groups, messages, overview, topics, traffic
 from logstore.console.kafka import Clients, ConsoleError, blocking
 from logstore.console.pages import (
     CURRENT,
@@ -111,6 +111,7 @@ def make_app(settings: ConsoleSettings) -> web.Application:
     app = web.Application(middlewares=[console_middleware], client_max_size=MAX_FORM_BYTES)
     app[SETTINGS] = settings
     app[auth.SESSIONS] = auth.Sessions()
+    app[traffic.METER] = traffic.Meter(settings.metrics_urls)
     app.router.add_get("/healthz", healthz)
     app.router.add_route("*", "/login", auth.login)
     app.router.add_post("/logout", auth.logout)
@@ -119,6 +120,7 @@ def make_app(settings: ConsoleSettings) -> web.Application:
     messages.add_routes(app.router)
     groups.add_routes(app.router)
     acls.add_routes(app.router)
+    traffic.add_routes(app.router)
     app.router.add_static("/static/", STATIC, name="static")
     app.on_startup.append(_open_shared)
     app.on_cleanup.append(_close_all)

@@ -12,7 +12,8 @@ from typing import Any
 from aiohttp import web
 
 from logstore.console.kafka import blocking, result
-from logstore.console.pages import clients_of, render
+from logstore.console.pages import clients_of, render, settings_of
+from logstore.console.traffic import METER
 
 MAX_LISTED = 100
 """At most this many under-replicated or offline partitions are listed (all are counted)."""
@@ -67,7 +68,9 @@ async def overview(request: web.Request) -> web.StreamResponse:
     health = health_of(metadata)
     nodes = sorted(cluster.nodes, key=lambda n: n.id)
     racks = sorted({n.rack for n in nodes if n.rack})
+    meter = request.app[METER]
     return render(request, "overview.html", {
+        "traffic": await meter.traffic(), "metrics_urls": settings_of(request).metrics_urls,
         "cluster": cluster, "nodes": nodes, "racks": racks, "health": health,
         "controller": cluster.controller.id if cluster.controller is not None else None,
     })  # fmt: skip

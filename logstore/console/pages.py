@@ -39,6 +39,8 @@ class ConsoleSettings:
     read_only: bool = False
     title: str = "logstore console"
     page_size: int = 50
+    metrics_urls: list[str] = field(default_factory=list)
+    """The brokers' Prometheus endpoints, for bytes in and out (the protocol does not say where they are)."""
 
     def __post_init__(self) -> None:
         self.client_config = {**self.client_config, "bootstrap.servers": self.bootstrap}

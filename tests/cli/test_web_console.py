@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 def test_help_names_every_option() -> None:
     result = CliRunner().invoke(main, ["console", "--help"])
     assert result.exit_code == 0
-    for option in ("--bootstrap-server", "--listen", "--read-only", "--command-config", "--title"):
+    for option in ("--bootstrap-server", "--listen", "--read-only", "--command-config", "--metrics-url", "--title"):
         assert option in result.output
     assert "console" in CliRunner().invoke(main, ["--help"]).output
 
@@ -33,6 +33,7 @@ def test_help_names_every_option() -> None:
         (["--listen", "8080"], "--listen takes HOST:PORT"),
         (["--listen", "127.0.0.1:99999"], "--listen takes HOST:PORT"),
         (["--command-config", "nonsense"], "--command-config takes KEY=VALUE"),
+        (["--metrics-url", "127.0.0.1:9404"], "is not an http:// URL"),
         (["--command-config", "security.protocol=SASL_PLAINTEXT", "--command-config", "sasl.password=x"],
          "each person logs in with their own user"),
     ],

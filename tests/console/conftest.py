@@ -2,7 +2,7 @@
 
 ``plain_broker``: one broker for the module, groups fast. ``sasl_broker``: a
 broker with a PLAINTEXT listener (User:ANONYMOUS, a super user, sets things up)
-and a SASL_PLAINTEXT one with SCRAM users: ``admin`` (a super user) and
+and a SASL_PLAINTEXT one with SCRAM users (and its metrics on a third port): ``admin`` (a super user) and
 ``dave``, who may read, write and describe topic ``paid`` and groups
 ``dave-*`` and nothing else. ``console_for(settings)`` serves a console in
 front of either and stops it after the test.
@@ -40,6 +40,7 @@ FAST = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms":
 class SaslBroker:
     process: BrokerProcess
     sasl_port: int
+    metrics_port: int
 
     @property
     def sasl_bootstrap(self) -> str:
@@ -47,7 +48,8 @@ class SaslBroker:
 
     def settings(self, **kwargs: object) -> ConsoleSettings:
         config = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512"}
-        return ConsoleSettings(self.sasl_bootstrap, config, **kwargs)  # type: ignore[arg-type]
+        urls = [f"http://127.0.0.1:{self.metrics_port}/metrics"]
+        return ConsoleSettings(self.sasl_bootstrap, config, metrics_urls=urls, **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +63,10 @@ def plain_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     directory = str(tmp_path_factory.mktemp("console-sasl"))
-    plain, sasl = free_port(), free_port()
+    plain, sasl, metrics = free_port(), free_port(), free_port()
     overrides = {
         **FAST,
+        "metrics.listener": f"http://127.0.0.1:{metrics}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
@@ -97,7 +100,7 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker
             future.result(30)
     finally:
         admin.close()
-    yield SaslBroker(process, sasl)
+    yield SaslBroker(process, sasl, metrics)
     assert process.stop() == 0, process.log_text()[-3000:]
 
 

@@ -185,7 +185,7 @@ def test_a_walk_through_the_console(browser: WebDriver, sasl_broker: SaslBroker,
     server = console_for(sasl_broker.settings())
     walk = Walk(browser, server.url)
     plain = sasl_broker.process.bootstrap
-    _group_with_lag(plain, "clicks", "dave-readers", consumed=20, total=50)
+    _group_with_lag(plain, "clicks", "dave-readers", consumed=20, total=50)  # 55 after the overview's 5
 
     # log in (every page sends a visitor without a session to the login page)
     walk.go("/topics")
@@ -204,6 +204,10 @@ def test_a_walk_through_the_console(browser: WebDriver, sasl_broker: SaslBroker,
 
     walk.go("/")
     assert walk.text("#brokers") == "1"
+    # live bytes in/out (read from the broker's /metrics): rates once two readings exist, then some traffic
+    walk.wait_text("#traffic", lambda t: "in (produce)" in t, "the overview's traffic box to show rates")
+    _produce(plain, "clicks", 5)
+    walk.wait_text("#bytes-in", lambda t: t.endswith("/s") and not t.startswith("0 B"), "bytes in to show the produce")
     walk.shot("02-overview")
     walk.shot("02-overview-phone", PHONE)
 
@@ -255,10 +259,10 @@ def test_a_walk_through_the_console(browser: WebDriver, sasl_broker: SaslBroker,
     walk.find('a[href="/groups/dave-readers"]')
     walk.shot("06-groups")
     walk.click('a[href="/groups/dave-readers"]')
-    assert walk.text("#total-lag") == "30"
-    assert "30 records in all" in walk.text("#lag-chart")
+    assert walk.text("#total-lag") == "35"
+    assert "35 records in all" in walk.text("#lag-chart")
     walk.shot("07-group")
-    _produce(plain, "clicks", 25)
+    _produce(plain, "clicks", 20)
     chart = walk.wait_text("#lag-chart", lambda t: "55 records in all" in t, "the chart to show the new lag")
     assert "clicks/0" in chart and "clicks/1" in chart
     assert int(walk.find("#lag-chart").get_attribute("data-refreshed") or 0) >= 1  # by the page's script

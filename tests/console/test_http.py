@@ -13,13 +13,14 @@ import json
 import re
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from logstore.client import Consumer, Producer
 from logstore.client.admin import AdminClient, NewTopic
 from logstore.console import ConsoleSettings
-from tests.kit.brokerkit import BrokerProcess
+from tests.kit.brokerkit import BrokerProcess, free_port
 from tests.kit.consolekit import ConsoleServer, Visitor, wait_for
 
 pytestmark = pytest.mark.integration
@@ -355,3 +356,23 @@ def test_acls_on_a_cluster_without_an_authorizer(console_for: Start, plain_broke
     visitor = _visitor(console_for, plain_broker)
     answer = visitor.get("/acls")
     assert answer.status == 400 and "SECURITY_DISABLED" in answer.error(), answer.error()
+
+
+def test_bytes_in_and_out_from_the_brokers_metrics(console_for: Start, broker_factory: Any) -> None:
+    metrics_port = free_port()
+    broker = broker_factory({"metrics.listener": f"http://127.0.0.1:{metrics_port}"})
+    dead = f"http://127.0.0.1:{free_port()}/metrics"
+    visitor = _visitor(console_for, broker, metrics_urls=[f"http://127.0.0.1:{metrics_port}/metrics", dead])
+    first = visitor.get("/")
+    assert 'id="traffic" data-refresh="/traffic"' in first.text and "measuring" in first.text
+    assert f"metrics not read from {dead}" in first.text  # named, not fatal
+    AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics([NewTopic("metered", 1, 1)])["metered"].result(30)
+    visitor.get("/traffic")
+    _produce(broker.bootstrap, "metered", [(None, b"x" * 1000, []) for _ in range(50)])
+    time.sleep(0.6)  # the console reads the endpoints at most every 0.5 s
+    box = visitor.get("/traffic")
+    found = re.search(r'id="bytes-in">([0-9.]+) (B|KiB|MiB)/s<', box.text)
+    assert found and float(found.group(1)) > 0, box.text
+    assert 'href="/topics/metered">metered</a>' in box.text
+    without = _visitor(console_for, broker)
+    assert "--metrics-url" in without.get("/").text

@@ -10,7 +10,7 @@ import tomllib
 import pytest
 
 from logstore.client import KafkaError, KafkaException
-from logstore.console import auth, charts, groups, kafka, messages, topics
+from logstore.console import auth, charts, groups, kafka, messages, topics, traffic
 from logstore.console.pages import HERE, ConsoleSettings, Session, check_topic_name, int_value, text_value
 
 pytestmark = pytest.mark.unit
@@ -153,3 +153,20 @@ def test_searches_at_once_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(kafka.ConsoleError, match="searches are running already; try again") as caught:
         messages.run_search(None, messages.Search("t"))  # type: ignore[arg-type]
     assert caught.value.status == 503
+
+
+def test_byte_counters_are_read_from_a_prometheus_page() -> None:
+    page = "\n".join([
+        "# HELP logstore_topic_bytes_in_total Record batch bytes appended by Produce, by topic.",
+        "# TYPE logstore_topic_bytes_in_total counter",
+        'logstore_topic_bytes_in_total{topic="a"} 100.0',
+        'logstore_topic_bytes_in_total{topic="b"} 2.5e3',
+        'logstore_topic_bytes_out_total{topic="a"} 7',
+        'kafka_server_brokertopicmetrics_bytesin_total{topic="a",instance="k1"} 1',
+        'logstore_topic_records_in_total{topic="a"} 99',
+        "garbage line",
+    ])  # fmt: skip
+    into_in: dict[str, float] = {}
+    into_out: dict[str, float] = {}
+    traffic.parse_counters(page, into_in, into_out)
+    assert into_in == {"a": 101.0, "b": 2500.0} and into_out == {"a": 7.0}
