@@ -10,7 +10,8 @@ One module per area: :mod:`.app` (settings, the application, its middlewares
 and the server), :mod:`.auth` (sessions, login, CSRF), :mod:`.kafka` (the
 clients and their errors as pages), :mod:`.overview`, :mod:`.topics`,
 :mod:`.messages` (browse, search, produce, export), :mod:`.groups` (lag,
-offset resets), :mod:`.acls` (view, add, remove), :mod:`.charts` (SVG). It sits at the top of the layers: it
+offset resets), :mod:`.acls` (view, add, remove),
+:mod:`.quotas` (client quotas), :mod:`.traffic` (bytes in/out from ``/metrics``), :mod:`.charts` (SVG). It sits at the top of the layers: it
 imports the client; nothing but the CLI imports it.
 """
 

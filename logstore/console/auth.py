@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -97,9 +98,11 @@ class Sessions:
 
 
 def _close(session: Session) -> None:
+    """Close the session's client on a thread of its own: closing waits for the broker (up to a few
+    seconds), which the event loop serving every other page must not."""
     clients, session.clients = session.clients, None
     if clients is not None:
-        clients.close()
+        threading.Thread(target=clients.close, name="logstore-console-close", daemon=True).start()
 
 
 SESSIONS = web.AppKey("sessions", Sessions)

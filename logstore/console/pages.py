@@ -105,7 +105,12 @@ def _when(ms: int | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
 
 
+def _number(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
+
+
 ENV.filters["bytes"] = _bytes
+ENV.filters["number"] = _number
 ENV.filters["when"] = _when
 ENV.globals["Markup"] = Markup
 

@@ -376,3 +376,25 @@ def test_bytes_in_and_out_from_the_brokers_metrics(console_for: Start, broker_fa
     assert 'href="/topics/metered">metered</a>' in box.text
     without = _visitor(console_for, broker)
     assert "--metrics-url" in without.get("/").text
+
+
+def test_client_quotas_set_listed_and_removed(console_for: Start, plain_broker: BrokerProcess) -> None:
+    visitor = _visitor(console_for, plain_broker)
+    assert "no quotas set" in visitor.get("/quotas").text
+    made = visitor.post("/quotas", {"entity_type": "user", "entity_name": "alice", "key": "producer_byte_rate",
+                                    "value": "1048576"})  # fmt: skip
+    assert made.status == 303, made.error()
+    default = visitor.post("/quotas", {"entity_type": "client-id", "entity_name": "", "key": "consumer_byte_rate",
+                                       "value": "2000"})  # fmt: skip
+    assert default.status == 303, default.error()
+    page = visitor.get("/quotas")
+    assert re.search(r"user <b>alice</b></td>\s*<td>producer_byte_rate</td><td class=\"num\">1,048,576</td>", page.text)
+    assert "client-id <b>&lt;default&gt;</b>" in page.text
+    bad = visitor.post("/quotas", {"entity_type": "user", "entity_name": "alice", "key": "producer_byte_rate",
+                                   "value": "fast"})  # fmt: skip
+    assert bad.status == 400 and "value must be a number" in bad.error()
+    odd = visitor.post("/quotas", {"entity_type": "user", "entity_name": "alice", "key": "no_such_quota", "value": "1"})
+    assert odd.status == 400 and "INVALID_REQUEST" in odd.error(), odd.error()
+    for entity_type, name, key in (("user", "alice", "producer_byte_rate"), ("client-id", "", "consumer_byte_rate")):
+        assert visitor.post("/quotas", {"entity_type": entity_type, "entity_name": name, "key": key, "value": ""}).status == 303
+    assert "no quotas set" in visitor.get("/quotas").text
