@@ -9,7 +9,7 @@ serves the console from a thread (tests/kit/consolekit.py) and times, over
 HTTP as a browser asks for them, ``--runs`` renders of each page: overview,
 topics (first and middle page), a topic, messages (from the end; a header
 search over every record), groups, a group (lag and chart), its chart alone,
-and a reset preview. Reported per page: median, p95 and max in ms. The bar
+a reset preview, and the quotas. Reported per page: median, p95 and max in ms. The bar
 (issue 27): every page renders in <= 300 ms on this machine.
 
 Every loop is bounded in count and time.
@@ -109,6 +109,7 @@ def main() -> None:
                 ("a group (lag, chart)", "GET", f"/groups/{group}", None),
                 ("a group's chart (lag.svg)", "GET", f"/groups/{group}/lag.svg", None),
                 ("a reset preview", "POST", f"/groups/{group}/reset", {"to": "earliest"}),
+                ("quotas", "GET", "/quotas", None),
             ]
             print(f"\n{args.topics} topics, {args.groups} groups, {args.runs} runs each (ms; bar {BAR_MS:g} ms)")
             print(f"{'page':<42} {'median':>8} {'p95':>8} {'max':>8}")

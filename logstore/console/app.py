@@ -40,6 +40,9 @@ MAX_FORM_BYTES = 17 * 1000 * 1000
 
 
 def _wants_text(request: web.Request) -> bool:
+    """A request of the page's script (a live part's refresh) or a file: answered in text, never redirected."""
+    if request.headers.get("X-Console-Fetch") == "1":
+        return True
     return request.path.endswith((".svg", ".jsonl", ".csv")) or "text/html" not in request.headers.get("Accept", "text/html")
 
 

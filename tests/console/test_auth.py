@@ -36,6 +36,8 @@ def test_pages_need_a_login_and_a_wrong_password_is_refused(console_for: Start, 
     first = visitor.get("/topics")
     assert first.status == 302 and first.location == "/login?next=/topics"
     assert visitor.request("GET", "/groups/x/lag.svg", accept="image/svg+xml").status == 401
+    refresh = visitor.request("GET", "/traffic", headers={"X-Console-Fetch": "1"})  # a live part's refresh
+    assert refresh.status == 401 and "log in first" in refresh.text
     assert visitor.post("/topics", {"name": "t"}).status == 401
     login_page = visitor.get("/login")
     assert login_page.status == 200 and 'name="password"' in login_page.text and "Topics</a>" not in login_page.text

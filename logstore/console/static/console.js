@@ -12,7 +12,9 @@
       if (++count > MAX_REFRESHES) { clearInterval(timer); return; }
       if (document.hidden) { return; }
       const html = box.getAttribute("data-kind") === "html";
-      fetch(url, { credentials: "same-origin", headers: { "Accept": html ? "text/html" : "image/svg+xml" } })
+      // X-Console-Fetch: an ended session answers 401 (the box keeps its content), not the login page
+      fetch(url, { credentials: "same-origin", redirect: "error",
+                   headers: { "Accept": html ? "text/html" : "image/svg+xml", "X-Console-Fetch": "1" } })
         .then(function (r) { return r.ok ? r.text() : null; })
         .then(function (text) {
           if (text === null) { return; }
