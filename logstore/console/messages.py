@@ -21,7 +21,6 @@ import calendar
 import csv
 import io
 import json
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import regex
 from aiohttp import web
 
 from logstore.client import KafkaException, TopicPartition
@@ -61,16 +61,22 @@ STARTS = ("end", "beginning", "offset", "time")
 
 @dataclass
 class Filter:
-    """One filter: a substring or a compiled regular expression, on text decoded from bytes."""
+    """One filter: a substring or a compiled regular expression, on text decoded from bytes.
+
+    A regular expression runs under the ``regex`` module with a timeout (the search's time left), so
+    a pattern that backtracks for ever on some value cannot hold the search past its time limit.
+    """
 
     text: str
-    regex: re.Pattern[str] | None = None
+    regex: Any = None
 
-    def matches(self, data: bytes | None) -> bool:
+    def matches(self, data: bytes | None, timeout: float = MAX_SECONDS) -> bool:
         if data is None:
             return False
         decoded = data.decode("utf-8", "replace")
-        return self.regex.search(decoded) is not None if self.regex is not None else self.text in decoded
+        if self.regex is None:
+            return self.text in decoded
+        return self.regex.search(decoded, timeout=max(timeout, 0.001)) is not None
 
 
 @dataclass
@@ -94,16 +100,18 @@ class Search:
     def filtered(self) -> bool:
         return self.key is not None or self.value is not None or self.header_name is not None
 
-    def keep(self, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]]) -> bool:
-        if self.key is not None and not self.key.matches(key):
+    def keep(self, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]],
+             timeout: float = MAX_SECONDS) -> bool:  # fmt: skip
+        """Does the record match every filter? TimeoutError when a regular expression runs past ``timeout``."""
+        if self.key is not None and not self.key.matches(key, timeout):
             return False
-        if self.value is not None and not self.value.matches(value):
+        if self.value is not None and not self.value.matches(value, timeout):
             return False
         if self.header_name is not None:
             found = [v for name, v in headers if name == self.header_name]
             if not found:
                 return False
-            if self.header_value is not None and not any(self.header_value.matches(v) for v in found):
+            if self.header_value is not None and not any(self.header_value.matches(v, timeout) for v in found):
                 return False
         return True
 
@@ -127,15 +135,15 @@ class Outcome:
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
-def _filter(values: Any, name: str, regex: bool) -> Filter | None:
+def _filter(values: Any, name: str, use_regex: bool) -> Filter | None:
     text = text_value(values, name, required=False, limit=MAX_PATTERN)
     if not text:
         return None
-    if not regex:
+    if not use_regex:
         return Filter(text)
     try:
-        return Filter(text, re.compile(text))
-    except re.error as e:
+        return Filter(text, regex.compile(text))
+    except regex.error as e:
         raise ConsoleError(f"{name} filter {text!r} is not a valid regular expression: {e}; "
                            "fix it, or choose 'substring'") from None  # fmt: skip
 
@@ -155,7 +163,7 @@ def parse_time(text: str) -> int:
 
 def search_of(values: Any, topic: str, *, export: bool = False) -> Search:
     """The search a form or query asks for; a 400 for any bad field."""
-    regex = text_value(values, "match", required=False, default="substring", limit=16) == "regex"
+    use_regex = text_value(values, "match", required=False, default="substring", limit=16) == "regex"
     start = text_value(values, "start", required=False, default="beginning" if export else "end", limit=16)
     if start not in STARTS:
         raise ConsoleError(f"start must be one of {', '.join(STARTS)}, not {start!r}")
@@ -167,8 +175,8 @@ def search_of(values: Any, topic: str, *, export: bool = False) -> Search:
         search.offset = int_value(values, "offset", default=0, low=0)
     elif start == "time":
         search.timestamp_ms = parse_time(text_value(values, "time", limit=40))
-    search.key = _filter(values, "key", regex)
-    search.value = _filter(values, "value", regex)
+    search.key = _filter(values, "key", use_regex)
+    search.value = _filter(values, "value", use_regex)
     header = text_value(values, "header", required=False, limit=MAX_PATTERN + 250)
     if header:
         name, sep, pattern = header.partition("=")
@@ -176,7 +184,7 @@ def search_of(values: Any, topic: str, *, export: bool = False) -> Search:
         if not search.header_name:
             raise ConsoleError("header filter is NAME or NAME=VALUE; the name is missing")
         if sep and pattern:
-            search.header_value = _filter({"header": pattern}, "header", regex)
+            search.header_value = _filter({"header": pattern}, "header", use_regex)
     most = MAX_EXPORT if export else MAX_RESULTS
     search.limit = int_value(values, "limit", default=most if export else DEFAULT_RESULTS, low=1, high=most)
     search.max_scan = int_value(values, "max_scan", default=DEFAULT_SCAN, low=1, high=MAX_SCAN)
@@ -263,7 +271,13 @@ def scan(clients: Clients, search: Search, outcome: Outcome) -> Iterator[Record]
                 if offset + 1 >= ends[p]:
                     open_partitions.discard(p)
                 key, value, headers = m.key(), m.value(), list(m.headers() or [])
-                if search.keep(key, value, headers):
+                try:
+                    kept = search.keep(key, value, headers, deadline - time.monotonic())
+                except TimeoutError:
+                    outcome.stopped = (f"time limit ({search.max_seconds:g} s) reached inside the regular expression "
+                                       f"at partition {p} offset {offset}: simplify the pattern")  # fmt: skip
+                    return
+                if kept:
                     found += 1
                     yield Record(p, offset, m.timestamp()[1], key, value, headers)
                     if found >= search.limit and search.start != "end":

@@ -170,3 +170,18 @@ def test_byte_counters_are_read_from_a_prometheus_page() -> None:
     into_out: dict[str, float] = {}
     traffic.parse_counters(page, into_in, into_out)
     assert into_in == {"a": 101.0, "b": 2500.0} and into_out == {"a": 7.0}
+
+
+def test_a_regular_expression_cannot_hold_a_search_past_its_time() -> None:
+    search = messages.search_of({"value": "(a|aa)+$", "match": "regex"}, "t")
+    assert search.keep(None, b"aaa", [])
+    with pytest.raises(TimeoutError):
+        search.keep(None, b"a" * 10_000 + b"b", [], timeout=0.0)  # no time left: the match stops at once
+
+    class Paused:
+        def search(self, text: str, timeout: float) -> None:
+            raise TimeoutError("regex timed out")
+
+    search.value = messages.Filter("slow", Paused())
+    with pytest.raises(TimeoutError):
+        search.keep(None, b"x", [])
