@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -116,6 +117,21 @@ class Clients:
         self.admin = AdminClient(dict(self.config))
         self._producer: Producer | None = None
         self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, Any]] = {}
+
+    def cached(self, key: str, ttl: float, fn: Callable[[], T]) -> T:
+        """``fn()``, or its answer of less than ``ttl`` seconds ago (per principal: what one may see,
+        another may not). For figures a page may show a few seconds old (log directory sizes)."""
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None and now - hit[0] < ttl:
+            value: T = hit[1]
+            return value
+        value = fn()
+        with self._lock:
+            self._cache[key] = (time.monotonic(), value)
+        return value
 
     def producer(self) -> Producer:
         with self._lock:

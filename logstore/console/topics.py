@@ -1,7 +1,7 @@
 """Topics: the list (paged, with partition counts and sizes on disk), create, delete, configs, partitions.
 
 Sizes come from DescribeLogDirs (every replica on every broker, summed per
-topic); a cluster or principal that cannot answer it gets the list without
+topic; at most :data:`SIZES_TTL_S` seconds old); a cluster or principal that cannot answer it gets the list without
 sizes and a note saying why. A topic's page shows each partition's leader,
 replicas, ISR and its earliest and latest offsets, and the topic's configs,
 the ones set on the topic first.
@@ -39,6 +39,9 @@ from logstore.console.pages import (
 )
 
 MAX_PARTITIONS = 10_000
+SIZES_TTL_S = 5.0
+"""Log directory sizes are read at most this often per principal (every replica of every topic: the
+list's costliest answer), so paging through the list does not ask again."""
 MAX_CONFIG_LINES = 100
 
 
@@ -61,7 +64,8 @@ async def topic_list(request: web.Request) -> web.StreamResponse:
     sizes: dict[str, int] | None = None
     sizes_note = ""
     try:
-        dirs = await blocking("describing log directories", lambda: result(clients.admin.describe_log_dirs()))
+        dirs = await blocking("describing log directories", lambda: clients.cached(
+            "log_dirs", SIZES_TTL_S, lambda: result(clients.admin.describe_log_dirs())))  # fmt: skip
         sizes = {}
         for by_path in dirs.values():
             for info in by_path.values():

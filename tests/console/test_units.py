@@ -185,3 +185,13 @@ def test_a_regular_expression_cannot_hold_a_search_past_its_time() -> None:
     search.value = messages.Filter("slow", Paused())
     with pytest.raises(TimeoutError):
         search.keep(None, b"x", [])
+
+
+def test_a_principals_cache_answers_within_its_ttl() -> None:
+    clients = kafka.Clients.__new__(kafka.Clients)
+    clients._lock = threading.Lock()
+    clients._cache = {}
+    calls: list[int] = []
+    assert clients.cached("k", 60, lambda: calls.append(1) or 1) == 1
+    assert clients.cached("k", 60, lambda: calls.append(2) or 2) == 1 and calls == [1]
+    assert clients.cached("k", 0, lambda: calls.append(3) or 3) == 3 and calls == [1, 3]
