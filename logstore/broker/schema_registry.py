@@ -1,0 +1,203 @@
+"""The schema registry on the broker: its HTTP listener and its records in ``_schemas``.
+
+``schema.registry.listeners=http://127.0.0.1:8081`` (empty: off, the
+default) serves Confluent's Schema Registry API (logstore/schemas/http.py) in
+the broker's event loop, started and stopped with the broker. The registry's
+state is the compacted ``_schemas`` topic (one partition, Confluent's
+key/value JSON records: logstore/schemas/records.py): :class:`SchemasTopic`
+is its :class:`~logstore.schemas.service.Journal`.
+
+- Created on first use (the first write), ``cleanup.policy=compact``, one
+  partition, ``offsets.topic.replication.factor`` replicas in a cluster (1
+  alone), as the coordinators' topics are.
+- A write appends its records as one batch to the partition's leader log
+  (``Log.append``, as the group coordinator writes ``__consumer_offsets``),
+  waits in a cluster until the ISR has them (acks=all, at most
+  ``offsets.commit.timeout.ms``), and only then is it applied: the registry
+  reads them back from the log (service.py).
+- At start the registry reads ``_schemas`` from its start; ids are the
+  highest seen + 1, so they are never reused across restarts.
+- Reads are served from this broker's copy of the partition, read up to its
+  high watermark.
+- The writer is the leader of ``_schemas-0`` (elected as every partition
+  leader is: alone, this broker; in a cluster, by the controller). A write
+  on another broker answers 50004 naming the leader's broker id, until
+  forwarding to the writer's registry URL is built (cluster point of issue 26).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kio.schema.errors import ErrorCode
+
+from logstore.broker.config.broker_config import parse_schema_registry_listeners
+from logstore.broker.context import Services
+from logstore.broker.replication.replica_manager import AppendResult
+from logstore.errors import (
+    InvalidConfigError,
+    LogstoreError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    TopicExistsError,
+)
+from logstore.schemas import errors
+from logstore.schemas.http import RegistryServer
+from logstore.schemas.records import Record
+from logstore.schemas.service import RegistryService
+from logstore.storage.log import Log
+
+_log = logging.getLogger("logstore.broker")
+
+SCHEMAS_TOPIC = "_schemas"
+SCHEMAS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+"""Confluent's ``kafkastore.topic`` and the one override it gives it."""
+READ_MAX_BYTES = 4 * 1024 * 1024
+CREATE_WAIT_S = 30.0
+
+
+class SchemasTopic:
+    """The ``_schemas`` partition as the registry's :class:`~logstore.schemas.service.Journal`.
+
+    Format: Confluent's records (records.py), one batch per write. Invariant:
+    only the leader of ``_schemas-0`` appends, and only the registry's
+    serialized writes (service.py). Crash policy: an append either lands as
+    a whole batch or raises (the write answers 50001 and the state is
+    unchanged); the log's own recovery truncates a torn batch at restart.
+    """
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    def _local(self) -> Log | None:
+        """This broker's copy of ``_schemas-0`` (leader or follower), or None."""
+        try:
+            return self.broker.replica_manager.logs_by_partition.find_log(SCHEMAS_TOPIC, 0)
+        except LogstoreError:  # the log manager is closed: the broker is stopping
+            return None
+
+    def start(self) -> int:
+        log = self._local()
+        return 0 if log is None else log.log_start_offset
+
+    def end(self) -> int:
+        log = self._local()
+        return 0 if log is None else log.high_watermark
+
+    def read(self, position: int) -> tuple[list[Record], int]:
+        log = self._local()
+        if log is None:
+            return [], position
+        try:
+            batches = log.read(position, READ_MAX_BYTES).batches
+        except OffsetOutOfRangeError:
+            return [], position
+        found: list[Record] = []
+        after = position
+        for batch in batches:
+            if batch.next_offset <= after:
+                continue
+            if not batch.is_control:
+                for record in batch.records:
+                    if record.offset >= after and record.key is not None:
+                        value = record.value
+                        found.append((bytes(record.key), None if value is None else bytes(value)))
+            after = batch.next_offset
+        return found, after
+
+    def writer(self) -> str | None:
+        broker = self.broker
+        state = broker.metadata.partition_state(SCHEMAS_TOPIC, 0)
+        if state is None or broker.cluster_link is None or state.leader == broker.node_id:
+            return None  # alone, or no topic yet (the first write creates it here), or the leader
+        leader = broker.metadata.broker(state.leader) if state.leader >= 0 else None
+        if leader is None:
+            raise errors.unknown_leader(f"{SCHEMAS_TOPIC}-0 has no leader now; retry in a few seconds")
+        raise errors.unknown_leader(
+            f"broker {leader.node_id} ({leader.host}:{leader.port}) leads {SCHEMAS_TOPIC}-0 and writes the "
+            "registry; send writes to its schema registry listener"
+        )
+
+    async def append(self, records: list[Record]) -> int:
+        manager = self.broker.replica_manager
+        log = manager.find_log(SCHEMAS_TOPIC, 0)
+        if log is None and not self.broker.metadata.has_topic(SCHEMAS_TOPIC):
+            log = await self._create()
+        if log is None:
+            raise errors.store_error(f"this broker does not lead {SCHEMAS_TOPIC}-0 (anymore); retry")
+        try:
+            info = log.append(records)
+        except RecordTooLargeError as e:
+            raise errors.store_error(f"the schema is too large for {SCHEMAS_TOPIC}: {e}") from None
+        except (LogstoreError, OSError) as e:
+            _log.error("appending to %s-0 failed: %s", SCHEMAS_TOPIC, e)
+            raise errors.store_error(f"appending to {SCHEMAS_TOPIC}-0 failed: {e}") from None
+        manager.appended(SCHEMAS_TOPIC, 0)
+        after = int(info.last_offset) + 1
+        if manager.replicated:
+            result = AppendResult(ErrorCode.none)
+            result.required_offset = after
+            timeout = self.broker.config.offsets_commit_timeout_ms / 1000
+            await manager.await_replication([(SCHEMAS_TOPIC, 0, result)], timeout)
+            if result.error == ErrorCode.request_timed_out:
+                raise errors.operation_timeout(f"{SCHEMAS_TOPIC}-0: {result.message or 'not replicated in time'}")
+            if result.error != ErrorCode.none:
+                raise errors.store_error(f"{SCHEMAS_TOPIC}-0: {result.error.name} {result.message or ''}".strip())
+        return after
+
+    async def _create(self) -> Log | None:
+        """Create ``_schemas`` (see the module doc) and wait until this broker leads it."""
+        broker = self.broker
+        factor = broker.config.offsets_topic_replication_factor if broker.cluster_link is not None else 1
+        live = len(broker.metadata.brokers())
+        if factor > live:
+            raise errors.store_error(
+                f"{SCHEMAS_TOPIC} needs offsets.topic.replication.factor={factor} brokers; {live} are up"
+            )
+        loop = asyncio.get_running_loop()
+        try:
+            if broker.cluster_link is None:  # alone: local files, at once
+                broker.controller.create_topic(SCHEMAS_TOPIC, 1, SCHEMAS_TOPIC_CONFIG, 1)
+            else:
+                await loop.run_in_executor(
+                    None, broker.controller.create_topic, SCHEMAS_TOPIC, 1, SCHEMAS_TOPIC_CONFIG, factor
+                )
+            _log.info("created %s (compacted, 1 partition, replication factor %d)", SCHEMAS_TOPIC, factor)
+        except TopicExistsError:
+            pass
+        except (LogstoreError, OSError) as e:
+            raise errors.store_error(f"creating {SCHEMAS_TOPIC} failed: {e}") from None
+        deadline = loop.time() + CREATE_WAIT_S
+        for _ in range(int(CREATE_WAIT_S / 0.05) + 1):
+            log = broker.replica_manager.find_log(SCHEMAS_TOPIC, 0)
+            if log is not None or loop.time() > deadline:
+                return log
+            self.writer()  # another broker was made its leader: say so
+            await asyncio.sleep(0.05)
+        return None
+
+
+async def start_schema_registry(broker: Services) -> RegistryServer | None:
+    """The registry's listeners when ``schema.registry.listeners`` is set, its state read from
+    ``_schemas``; None when it is not set. InvalidConfigError when an address cannot be bound."""
+    addresses = parse_schema_registry_listeners(broker.config.values["schema.registry.listeners"])
+    if not addresses:
+        return None
+    service = RegistryService(SchemasTopic(broker))
+    loaded = service.catch_up()
+    if loaded:
+        _log.info(
+            "schema registry: read %d records of %s: %d subjects, next id %d",
+            loaded, SCHEMAS_TOPIC, len(service.registry.state.versions), service.registry.state.next_id,
+        )  # fmt: skip
+    server = RegistryServer(service, max_body_bytes=int(broker.config.values["schema.registry.max.request.bytes"]))
+    try:
+        await server.start(addresses)
+    except OSError as e:
+        await server.close()
+        raise InvalidConfigError(
+            f"schema.registry.listeners: cannot listen on {broker.config.values['schema.registry.listeners']}: "
+            f"{e.strerror or e}; pick another port or leave schema.registry.listeners empty"
+        ) from None
+    return server
