@@ -65,6 +65,8 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_BODY_KEY = web.AppKey("max_body_bytes", int)
 FORWARDED = "X-Logstore-Forwarded"
 FORWARD_TIMEOUT_S = 30.0
+ID_ANSWERS_MAX = 100_000
+"""The most ``/schemas/ids/{id}`` answers kept."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -122,6 +124,8 @@ class RegistryApi:
     def __init__(self, service: RegistryService) -> None:
         self.service = service
         self._session: aiohttp.ClientSession | None = None
+        self._id_answers: dict[int, bytes] = {}  # schema_by_id's answers at journal position _answers_at
+        self._answers_at = -1
 
     # -- bodies --------------------------------------------------------------
 
@@ -283,19 +287,29 @@ class RegistryApi:
     # -- schemas by id -------------------------------------------------------
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
+        """``/schemas/ids/{id}``: the serializers' hot path, so its answers are kept (as bytes) until
+        the registry changes."""
         registry = self._read()
+        if self._answers_at != self.service.position:
+            self._id_answers.clear()
+            self._answers_at = self.service.position
         schema_id = _schema_id(request)
-        made = registry.schema(schema_id)
         subject = request.query.get("subject")
         if subject and all(s != subject for s, _ in registry.subject_versions_of(schema_id, deleted=True)):
             raise errors.RegistryError(404, 40403, f"Schema {schema_id} not found under subject '{subject}'")
-        out: dict[str, Any] = {}
-        if made.schema_type != AVRO:
-            out["schemaType"] = made.schema_type
-        if made.references:
-            out["references"] = [r.json() for r in made.references]
-        out["schema"] = made.schema
-        return _answer(out)
+        body = self._id_answers.get(schema_id)
+        if body is None:
+            made = registry.schema(schema_id)
+            out: dict[str, Any] = {}
+            if made.schema_type != AVRO:
+                out["schemaType"] = made.schema_type
+            if made.references:
+                out["references"] = [r.json() for r in made.references]
+            out["schema"] = made.schema
+            body = json.dumps(out, separators=(",", ":")).encode()
+            if len(self._id_answers) < ID_ANSWERS_MAX:
+                self._id_answers[schema_id] = body
+        return web.Response(body=body, content_type=CONTENT_TYPE)
 
     async def schema_text_by_id(self, request: web.Request) -> web.Response:
         made = self._read().schema(_schema_id(request))

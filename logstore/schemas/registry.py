@@ -34,6 +34,7 @@ above every id.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -141,6 +142,10 @@ class Registry:
     """Confluent's operations over a :class:`RegistryState` (see the module doc)."""
 
     state: RegistryState = field(default_factory=RegistryState)
+    # (type, canonical text, references) -> the lowest id with them, for the first _indexed ids of
+    # state.by_id (which only grows, in insertion order): a register finds its id in O(1).
+    _ids: dict[tuple[str, str, tuple[Reference, ...]], int] = field(default_factory=dict, compare=False, repr=False)
+    _indexed: int = field(default=0, compare=False, repr=False)
 
     # -- reading ---------------------------------------------------------------
 
@@ -366,10 +371,18 @@ class Registry:
         return self._parse(made.schema_type, made.schema, made.references).canonical() == canonical
 
     def _id_of(self, canonical: str, schema_type: str, references: Sequence[Reference]) -> int:
-        for schema_id, made in sorted(self.state.by_id.items()):
-            if self._same_schema(made, canonical, schema_type, references):
-                return schema_id
-        return self.state.next_id
+        by_id, ids = self.state.by_id, self._ids
+        if self._indexed < len(by_id):
+            for schema_id, made in itertools.islice(by_id.items(), self._indexed, None):
+                try:
+                    text = self._parse(made.schema_type, made.schema, made.references).canonical()
+                except errors.RegistryError:
+                    continue  # its references are gone: nothing registered now can be it
+                key = (made.schema_type, text, tuple(made.references))
+                if schema_id < ids.get(key, schema_id + 1):
+                    ids[key] = schema_id
+            self._indexed = len(by_id)
+        return ids.get((schema_type, canonical, tuple(references)), self.state.next_id)
 
 
 @functools.lru_cache(maxsize=4096)
