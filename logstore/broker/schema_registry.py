@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -55,6 +56,8 @@ SCHEMAS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 """Confluent's ``kafkastore.topic`` and the one override it gives it."""
 READ_MAX_BYTES = 4 * 1024 * 1024
 CREATE_WAIT_S = 30.0
+URLS_PATH = "/schema_registry/urls"
+"""ZooKeeper: ``<id>`` holds broker <id>'s registry base URL (persistent; rewritten at each start)."""
 
 
 class SchemasTopic:
@@ -69,6 +72,7 @@ class SchemasTopic:
 
     def __init__(self, broker: Services) -> None:
         self.broker = broker
+        self.urls: dict[int, str] = {}  # broker id -> its registry's base URL (read from ZooKeeper)
 
     def _local(self) -> Log | None:
         """This broker's copy of ``_schemas-0`` (leader or follower), or None."""
@@ -106,26 +110,59 @@ class SchemasTopic:
             after = batch.next_offset
         return found, after
 
-    def writer(self) -> str | None:
+    async def writer(self) -> str | None:
         broker = self.broker
         state = broker.metadata.partition_state(SCHEMAS_TOPIC, 0)
         if state is None or broker.cluster_link is None or state.leader == broker.node_id:
             return None  # alone, or no topic yet (the first write creates it here), or the leader
-        leader = broker.metadata.broker(state.leader) if state.leader >= 0 else None
-        if leader is None:
+        if state.leader < 0:
             raise errors.unknown_leader(f"{SCHEMAS_TOPIC}-0 has no leader now; retry in a few seconds")
-        raise errors.unknown_leader(
-            f"broker {leader.node_id} ({leader.host}:{leader.port}) leads {SCHEMAS_TOPIC}-0 and writes the "
-            "registry; send writes to its schema registry listener"
-        )
+        url = self.urls.get(state.leader)
+        if url is None:
+            url = await asyncio.get_running_loop().run_in_executor(None, self._read_url, state.leader)
+        if url is None:
+            raise errors.unknown_leader(
+                f"broker {state.leader} leads {SCHEMAS_TOPIC}-0 but serves no schema registry; set "
+                "schema.registry.listeners on every broker of the cluster"
+            )
+        self.urls[state.leader] = url
+        return url
+
+    # -- where each broker's registry listens (ZooKeeper, in a cluster) ----------------
+
+    def _zk(self) -> Any:
+        """The cluster's kazoo client (None alone)."""
+        return getattr(getattr(self.broker.cluster_link, "zk", None), "zk", None)
+
+    def publish_url(self, url: str) -> None:
+        """Write this broker's registry URL to ``/schema_registry/urls/<id>`` (blocks: ZooKeeper)."""
+        zk = self._zk()
+        if zk is None:
+            return
+        path = f"{URLS_PATH}/{self.broker.node_id}"
+        zk.ensure_path(URLS_PATH)
+        if zk.exists(path):
+            zk.set(path, url.encode())
+        else:
+            zk.create(path, url.encode())
+
+    def _read_url(self, node_id: int) -> str | None:
+        zk = self._zk()
+        if zk is None:
+            return None
+        try:
+            data, _stat = zk.get(f"{URLS_PATH}/{node_id}")
+        except Exception:  # kazoo's NoNodeError and connection errors alike: not known now
+            return None
+        return bytes(data).decode() if data else None
 
     async def append(self, records: list[Record]) -> int:
         manager = self.broker.replica_manager
         log = manager.find_log(SCHEMAS_TOPIC, 0)
         if log is None and not self.broker.metadata.has_topic(SCHEMAS_TOPIC):
             log = await self._create()
-        if log is None:
-            raise errors.store_error(f"this broker does not lead {SCHEMAS_TOPIC}-0 (anymore); retry")
+        if log is None:  # another broker leads it (now): the HTTP layer asks writer() again
+            raise errors.unknown_leader(f"this broker does not lead {SCHEMAS_TOPIC}-0 (anymore); retry")
         try:
             info = log.append(records)
         except RecordTooLargeError as e:
@@ -171,9 +208,11 @@ class SchemasTopic:
         deadline = loop.time() + CREATE_WAIT_S
         for _ in range(int(CREATE_WAIT_S / 0.05) + 1):
             log = broker.replica_manager.find_log(SCHEMAS_TOPIC, 0)
+            state = broker.metadata.partition_state(SCHEMAS_TOPIC, 0)
             if log is not None or loop.time() > deadline:
                 return log
-            self.writer()  # another broker was made its leader: say so
+            if state is not None and state.leader >= 0 and state.leader != broker.node_id:
+                return None  # another broker was made its leader: the write goes there
             await asyncio.sleep(0.05)
         return None
 
@@ -184,7 +223,8 @@ async def start_schema_registry(broker: Services) -> RegistryServer | None:
     addresses = parse_schema_registry_listeners(broker.config.values["schema.registry.listeners"])
     if not addresses:
         return None
-    service = RegistryService(SchemasTopic(broker))
+    journal = SchemasTopic(broker)
+    service = RegistryService(journal)
     loaded = service.catch_up()
     if loaded:
         _log.info(
@@ -200,4 +240,13 @@ async def start_schema_registry(broker: Services) -> RegistryServer | None:
             f"schema.registry.listeners: cannot listen on {broker.config.values['schema.registry.listeners']}: "
             f"{e.strerror or e}; pick another port or leave schema.registry.listeners empty"
         ) from None
+    if broker.cluster_link is not None:  # where the others forward their writes when this one leads
+        host, port = server.bound[0]
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"  # bound everywhere: loopback reaches it from this host
+        url = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, journal.publish_url, url)
+        except Exception as e:  # the registry still serves reads, and writes while it leads
+            _log.error("cannot publish this broker's schema registry URL in ZooKeeper: %s", e)
     return server

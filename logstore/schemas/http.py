@@ -65,6 +65,8 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_BODY_KEY = web.AppKey("max_body_bytes", int)
 FORWARDED = "X-Logstore-Forwarded"
 FORWARD_TIMEOUT_S = 30.0
+WRITE_ATTEMPTS = 3
+"""A write tries this many times to find its writer (here or forwarded) when the writer moves."""
 ID_ANSWERS_MAX = 100_000
 """The most ``/schemas/ids/{id}`` answers kept."""
 
@@ -180,10 +182,7 @@ class RegistryApi:
 
     async def _forwarded(self, request: web.Request) -> web.Response | None:
         """The writer's answer to a write made here when another node writes; None: write here."""
-        try:
-            writer = self.service.journal.writer()
-        except errors.RegistryError:
-            raise
+        writer = await self.service.journal.writer()
         if writer is None:
             return None
         if request.headers.get(FORWARDED):
@@ -193,7 +192,7 @@ class RegistryApi:
         headers = {FORWARDED: "1", "Content-Type": CONTENT_TYPE}
         if "Authorization" in request.headers:
             headers["Authorization"] = request.headers["Authorization"]
-        body = await request.read() if request.can_read_body else None
+        body = await request.read() or None  # read once already by the handler: aiohttp keeps it
         try:
             async with self._session.request(
                 request.method, writer.rstrip("/") + request.path_qs, data=body, headers=headers
@@ -205,10 +204,18 @@ class RegistryApi:
 
     async def _write(self, request: web.Request, operation: Callable[[Registry], tuple[Any, list[Record]]],
                      answer: Callable[[Any], object]) -> web.Response:  # fmt: skip
-        forwarded = await self._forwarded(request)
-        if forwarded is not None:
-            return forwarded
-        return _answer(answer(await self.service.write(operation)))
+        for attempt in range(WRITE_ATTEMPTS):
+            forwarded = await self._forwarded(request)
+            if forwarded is not None:
+                return forwarded
+            try:
+                return _answer(answer(await self.service.write(operation)))
+            except errors.RegistryError as e:
+                # 50004: the writer moved (another node was made it) while this one got ready to
+                # write: ask again where to send it
+                if e.code != 50004 or attempt == WRITE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _read(self) -> Registry:
         return self.service.read()

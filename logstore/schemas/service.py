@@ -59,7 +59,7 @@ class Journal(Protocol):
         committed (readable below :meth:`end`); RegistryError (50001, 50002) if they are not."""
         ...
 
-    def writer(self) -> str | None:
+    async def writer(self) -> str | None:
         """None when this node writes; else the base URL of the node that does (a write is
         forwarded there). RegistryError 50004 when none is known."""
         ...

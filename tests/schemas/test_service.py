@@ -49,7 +49,7 @@ class ListJournal:
         self.records.extend(records)
         return self.end()
 
-    def writer(self) -> str | None:
+    async def writer(self) -> str | None:
         return None
 
 
