@@ -28,7 +28,10 @@ is its :class:`~logstore.schemas.service.Journal`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
+import ssl
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -47,6 +50,8 @@ from logstore.schemas import errors
 from logstore.schemas.http import RegistryServer
 from logstore.schemas.records import Record
 from logstore.schemas.service import RegistryService
+from logstore.security.scram import MECHANISMS
+from logstore.security.tls import server_context
 from logstore.storage.log import Log
 
 _log = logging.getLogger("logstore.broker")
@@ -217,12 +222,84 @@ class SchemasTopic:
         return None
 
 
+REGISTRY_LISTENER = "SCHEMA_REGISTRY"
+"""The listener name whose ``listener.name.schema_registry.ssl.*`` keys override ``ssl.*`` for https."""
+VERIFIED_MAX = 10_000
+
+
+class BasicAuthUsers:
+    """HTTP basic auth's check: the broker's SASL PLAIN users (every SASL listener's JAAS users)
+    and SCRAM credentials (the broker's credential store: a file alone, ZooKeeper in a cluster).
+
+    A SCRAM password is checked as a SCRAM login would (PBKDF2 with the credential's salt and
+    iterations, off the event loop); a pass is remembered for the user, password digest and
+    credential, so a changed or deleted credential is checked again. Invariant: nothing but
+    digests of passwords is kept.
+    """
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+        self._verified: dict[tuple[str, bytes], bytes] = {}  # (user, sha256(password)) -> stored key
+
+    def _plain_users(self) -> dict[str, str]:
+        users: dict[str, str] = {}
+        for listener in getattr(getattr(self.broker, "security", None), "sasl", {}).values():
+            users.update(listener.plain_users)
+        return users
+
+    async def __call__(self, user: str, password: str) -> bool:
+        expected = self._plain_users().get(user)
+        if expected is not None and hmac.compare_digest(expected.encode(), password.encode()):
+            return True
+        store = self.broker.credential_store()
+        digest = hashlib.sha256(password.encode()).digest()
+        for name in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+            credential = store.get(user, name)
+            if credential is None:
+                continue
+            if self._verified.get((user, digest)) == credential.stored_key:
+                return True
+            mechanism = MECHANISMS[name]
+            salted = await asyncio.get_running_loop().run_in_executor(
+                None, mechanism.salted_password, password, credential.salt, credential.iterations
+            )
+            stored = mechanism.h(mechanism.hmac(salted, b"Client Key"))
+            if hmac.compare_digest(stored, credential.stored_key):
+                if len(self._verified) >= VERIFIED_MAX:
+                    self._verified.clear()
+                self._verified[(user, digest)] = credential.stored_key
+                return True
+        return False
+
+
+def _tls(broker: Services, client: bool = False) -> ssl.SSLContext:
+    """The https listener's context from the broker's PEM ``ssl.*`` settings (``client``: the
+    context forwarded writes check an https writer with: the truststore, or the system's CAs)."""
+    config = broker.config
+
+    def setting(key: str) -> Any:
+        return config.listener_value(REGISTRY_LISTENER, key)
+
+    if not client:
+        return server_context(REGISTRY_LISTENER, setting)
+    context = ssl.create_default_context()
+    location, inline = setting("ssl.truststore.location"), setting("ssl.truststore.certificates")
+    if location:
+        context.load_verify_locations(cafile=location)
+    elif inline:
+        context.load_verify_locations(cadata=str(inline))
+    return context
+
+
 async def start_schema_registry(broker: Services) -> RegistryServer | None:
     """The registry's listeners when ``schema.registry.listeners`` is set, its state read from
-    ``_schemas``; None when it is not set. InvalidConfigError when an address cannot be bound."""
-    addresses = parse_schema_registry_listeners(broker.config.values["schema.registry.listeners"])
-    if not addresses:
+    ``_schemas``; None when it is not set. InvalidConfigError when an address cannot be bound or
+    the TLS settings are wrong."""
+    listeners = parse_schema_registry_listeners(broker.config.values["schema.registry.listeners"])
+    if not listeners:
         return None
+    tls = any(scheme == "https" for scheme, _, _ in listeners)
+    addresses = [(host, port, _tls(broker) if scheme == "https" else None) for scheme, host, port in listeners]
     journal = SchemasTopic(broker)
     service = RegistryService(journal)
     loaded = service.catch_up()
@@ -231,7 +308,13 @@ async def start_schema_registry(broker: Services) -> RegistryServer | None:
             "schema registry: read %d records of %s: %d subjects, next id %d",
             loaded, SCHEMAS_TOPIC, len(service.registry.state.versions), service.registry.state.next_id,
         )  # fmt: skip
-    server = RegistryServer(service, max_body_bytes=int(broker.config.values["schema.registry.max.request.bytes"]))
+    basic = str(broker.config.values["schema.registry.authentication.method"]).upper() == "BASIC"
+    server = RegistryServer(
+        service,
+        max_body_bytes=int(broker.config.values["schema.registry.max.request.bytes"]),
+        authenticate=BasicAuthUsers(broker) if basic else None,
+        client_ssl=_tls(broker, client=True) if tls else None,
+    )
     try:
         await server.start(addresses)
     except OSError as e:
@@ -241,10 +324,9 @@ async def start_schema_registry(broker: Services) -> RegistryServer | None:
             f"{e.strerror or e}; pick another port or leave schema.registry.listeners empty"
         ) from None
     if broker.cluster_link is not None:  # where the others forward their writes when this one leads
-        host, port = server.bound[0]
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"  # bound everywhere: loopback reaches it from this host
-        url = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
+        url = server.urls[0]
+        for anywhere in ("0.0.0.0", "[::]", "::"):
+            url = url.replace(f"//{anywhere}:", "//127.0.0.1:")  # bound everywhere: loopback reaches it here
         try:
             await asyncio.get_running_loop().run_in_executor(None, journal.publish_url, url)
         except Exception as e:  # the registry still serves reads, and writes while it leads

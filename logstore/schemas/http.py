@@ -26,6 +26,11 @@ not JSON 415, an unknown path 404 and a wrong method 405, all in that shape.
 A failure inside a handler answers 500 (50001) and is logged; the registry
 is not changed by it (writes change it only through the journal).
 
+With an ``authenticate`` check (HTTP basic auth: the broker checks its SASL
+PLAIN and SCRAM users), every request must carry ``Authorization: Basic
+base64(user:password)`` that passes it, else 401 (error_code 401, with
+``WWW-Authenticate: Basic``). The check runs before the route is looked at.
+
 Writes on a node that is not the writer (:meth:`Journal.writer` names
 another) are forwarded to it over HTTP, as Confluent's followers do, with the
 caller's ``Authorization`` header; a forwarded request is not forwarded again
@@ -38,9 +43,11 @@ running event loop (the broker's), and stops with it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -71,6 +78,10 @@ ID_ANSWERS_MAX = 100_000
 """The most ``/schemas/ids/{id}`` answers kept."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Authenticate = Callable[[str, str], Awaitable[bool]]
+"""(user, password) -> whether they are one of the users the registry accepts."""
+AUTHENTICATE_KEY: web.AppKey[Authenticate] = web.AppKey("authenticate")
+REALM = 'Basic realm="SchemaRegistry"'
 
 
 def _answer(body: object, status: int = 200) -> web.Response:
@@ -120,11 +131,39 @@ async def _confluent_errors(request: web.Request, handler: Handler) -> web.Strea
         return _error(errors.RegistryError(500, 50001, f"Internal error: {type(e).__name__}: {e}"))
 
 
+@web.middleware
+async def _basic_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """HTTP basic auth against the app's ``authenticate`` check (see the module doc)."""
+    check = request.app[AUTHENTICATE_KEY]
+    given = request.headers.get("Authorization", "")
+    scheme, _, token = given.partition(" ")
+    user = password = None
+    sep = ""
+    if scheme.lower() == "basic":
+        try:
+            user, sep, password = base64.b64decode(token.strip(), validate=True).decode("utf-8").partition(":")
+        except (ValueError, UnicodeDecodeError):
+            user = None
+        if not sep:
+            user = None
+    if user is None or password is None or not await check(user, password):
+        why = "no credentials" if not given else "bad credentials"
+        answer = _error(errors.RegistryError(
+            401, 401, f"Unauthorized: {why}; send HTTP basic auth (Authorization: Basic) with a user of "
+            "the broker's SASL PLAIN or SCRAM users",
+        ))  # fmt: skip
+        answer.headers["WWW-Authenticate"] = REALM
+        return answer
+    return await handler(request)
+
+
 class RegistryApi:
     """The handlers of the routes above over one :class:`RegistryService`."""
 
-    def __init__(self, service: RegistryService) -> None:
+    def __init__(self, service: RegistryService, client_ssl: ssl.SSLContext | None = None) -> None:
+        """``client_ssl``: how writes forwarded to an https writer check its certificate."""
         self.service = service
+        self.client_ssl = client_ssl
         self._session: aiohttp.ClientSession | None = None
         self._id_answers: dict[int, bytes] = {}  # schema_by_id's answers at journal position _answers_at
         self._answers_at = -1
@@ -195,7 +234,8 @@ class RegistryApi:
         body = await request.read() or None  # read once already by the handler: aiohttp keeps it
         try:
             async with self._session.request(
-                request.method, writer.rstrip("/") + request.path_qs, data=body, headers=headers
+                request.method, writer.rstrip("/") + request.path_qs, data=body, headers=headers,
+                ssl=self.client_ssl if writer.startswith("https:") and self.client_ssl is not None else True,
             ) as reply:
                 payload = await reply.read()
                 return web.Response(body=payload, status=reply.status, content_type=CONTENT_TYPE)
@@ -421,11 +461,20 @@ class RegistryApi:
             self._session = None
 
 
-def build_app(service: RegistryService, max_body_bytes: int = MAX_BODY_BYTES) -> tuple[web.Application, RegistryApi]:
-    """The aiohttp application serving ``service`` (routes in the module doc)."""
-    api = RegistryApi(service)
-    app = web.Application(middlewares=[_confluent_errors], client_max_size=max_body_bytes)
+def build_app(
+    service: RegistryService,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    authenticate: Authenticate | None = None,
+    client_ssl: ssl.SSLContext | None = None,
+) -> tuple[web.Application, RegistryApi]:
+    """The aiohttp application serving ``service`` (routes in the module doc); ``authenticate``:
+    basic auth's check (None: no authentication)."""
+    api = RegistryApi(service, client_ssl)
+    middlewares = [_confluent_errors] if authenticate is None else [_confluent_errors, _basic_auth]
+    app = web.Application(middlewares=middlewares, client_max_size=max_body_bytes)
     app[MAX_BODY_KEY] = max_body_bytes
+    if authenticate is not None:
+        app[AUTHENTICATE_KEY] = authenticate
     s, v = "/subjects/{subject}", "/versions/{version}"
     app.add_routes([
         web.get("/", api.root),
@@ -470,28 +519,32 @@ class RegistryServer:
     """
 
     def __init__(self, service: RegistryService, max_body_bytes: int = MAX_BODY_BYTES,
-                 shutdown_timeout: float = 5.0) -> None:  # fmt: skip
+                 shutdown_timeout: float = 5.0, authenticate: Authenticate | None = None,
+                 client_ssl: ssl.SSLContext | None = None) -> None:  # fmt: skip
         self.service = service
-        self.app, self.api = build_app(service, max_body_bytes)
+        self.app, self.api = build_app(service, max_body_bytes, authenticate, client_ssl)
         self.bound: list[tuple[str, int]] = []
+        self.urls: list[str] = []  # the bound addresses as base URLs (http or https)
         self._runner: web.AppRunner | None = None
         self._shutdown_timeout = shutdown_timeout
 
-    async def start(self, addresses: Sequence[tuple[str, int]], ssl: Any = None) -> None:
-        """Listen on each (host, port) (port 0: any); OSError if one cannot be bound."""
+    async def start(self, addresses: Sequence[tuple[str, int, ssl.SSLContext | None]]) -> None:
+        """Listen on each (host, port, TLS context or None) (port 0: any); OSError if one cannot
+        be bound."""
         runner = self._runner = web.AppRunner(
             self.app, access_log=None, handle_signals=False, shutdown_timeout=self._shutdown_timeout
         )
         await runner.setup()
-        for host, port in addresses:
-            site = web.TCPSite(runner, host, port, ssl_context=ssl, reuse_address=True)
+        for host, port, context in addresses:
+            site = web.TCPSite(runner, host, port, ssl_context=context, reuse_address=True)
             await site.start()
             server = site._server
             for sock in getattr(server, "sockets", None) or ():
                 name = sock.getsockname()
                 self.bound.append((name[0], name[1]))
-        for host, port in self.bound:
-            _log.info("schema registry listening on http%s://%s:%d", "s" if ssl else "", host, port)
+                self.urls.append(f"http{'s' if context else ''}://{name[0]}:{name[1]}")
+        for url in self.urls:
+            _log.info("schema registry listening on %s", url)
 
     async def close(self) -> None:
         await self.api.close()
