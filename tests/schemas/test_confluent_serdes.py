@@ -73,6 +73,16 @@ def test_avro_serdes_register_evolve_refuse_and_read_old_data_with_the_new_schem
     assert client.test_compatibility("users-value", Schema(BREAKING, "AVRO")) is False
     assert client.test_compatibility("users-value", Schema(V2, "AVRO")) is True
     assert client.get_compatibility() == "BACKWARD"
+    # auto.register.schemas off: the serializer looks its schema up (POST /subjects/{s}), and one
+    # never registered is refused with Confluent's 40403
+    lookup_only = AvroSerializer(SchemaRegistryClient({"url": url}), V2, conf={"auto.register.schemas": False})
+    framed = lookup_only({"name": "cy", "age": 1}, SerializationContext("users", MessageField.VALUE))
+    assert framed is not None and framed[:5] == b"\0\0\0\0\2"
+    unknown = json.dumps({"type": "record", "name": "Other", "fields": [{"name": "x", "type": "int"}]})
+    with pytest.raises(SchemaRegistryError) as missing:
+        AvroSerializer(SchemaRegistryClient({"url": url}), unknown, conf={"auto.register.schemas": False})(
+            {"x": 1}, SerializationContext("users", MessageField.VALUE))  # fmt: skip
+    assert missing.value.error_code == 40403
     client.set_compatibility("users-value", "FULL")
     assert client.get_compatibility("users-value") == "FULL"
     # a fresh client (nothing cached) reads both records with the new schema: the old one gets the default
