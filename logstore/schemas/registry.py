@@ -386,9 +386,10 @@ class Registry:
 
 
 @functools.lru_cache(maxsize=4096)
-def _parse_cached(schema_type: str, schema: str, references: tuple[str, ...]) -> compat.ParsedSchema:
+def _parse_cached(schema_type: str, schema: str, references: tuple[Any, ...]) -> compat.ParsedSchema:
     """compat.parse, remembered: a register compares with every version of its subject (parsing is
-    deterministic and parsed schemas are immutable; a parse error is not remembered)."""
+    deterministic and parsed schemas are immutable; a parse error is not remembered). ``references``:
+    what compat.parse takes of them, as a tuple (hashable)."""
     return compat.parse(schema_type, schema, references)
 
 
