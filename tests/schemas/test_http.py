@@ -270,3 +270,30 @@ def test_the_registry_is_off_by_default_and_a_bad_listener_is_refused(broker_fac
     assert "schema.registry.listeners" in str(refused.value)
     if bad.alive:
         bad.kill()
+
+
+def test_concurrent_registers_through_http_get_distinct_ids_and_one_version_each(rest: Rest) -> None:
+    import threading
+
+    results: dict[int, tuple[int, Any]] = {}
+
+    def register(n: int) -> None:
+        own = Rest(rest.port)  # a connection per thread: the requests really overlap at the broker
+        try:
+            for k in range(5):
+                subject = f"s{n}-{k}"
+                results[n * 5 + k] = own.call("POST", f"/subjects/{subject}/versions",
+                                              {"schema": avro([(f"f{n}_{k}", "int")], f"R{n}_{k}")})  # fmt: skip
+        finally:
+            own.conn.close()
+
+    threads = [threading.Thread(target=register, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert all(status == 200 for status, _ in results.values()) and len(results) == 30, results
+    ids = sorted(answer["id"] for _, answer in results.values())
+    assert ids == list(range(1, 31))  # writes serialized: no id given twice, none skipped
+    assert len(rest.ok("GET", "/subjects")) == 30
+    assert all(rest.ok("GET", f"/subjects/s{n}-{k}/versions") == [1] for n in range(6) for k in range(5))
