@@ -34,7 +34,9 @@ base64(user:password)`` that passes it, else 401 (error_code 401, with
 Writes on a node that is not the writer (:meth:`Journal.writer` names
 another) are forwarded to it over HTTP, as Confluent's followers do, with the
 caller's ``Authorization`` header; a forwarded request is not forwarded again
-(a loop answers 50003).
+(a loop answers 50003). The writer's answer names the journal position after
+the write; the forwarder waits (a few seconds at most) until its own replica
+holds it before answering, so a read through the same node sees the write.
 
 :class:`RegistryServer` listens on one or more ``(host, port)`` in the
 running event loop (the broker's), and stops with it.
@@ -72,6 +74,10 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_BODY_KEY = web.AppKey("max_body_bytes", int)
 FORWARDED = "X-Logstore-Forwarded"
 FORWARD_TIMEOUT_S = 30.0
+FORWARD_CATCH_UP_S = 5.0
+"""How long a forwarder waits for its own replica to hold the write it forwarded."""
+POSITION = "X-Logstore-Schemas-Position"
+"""A write's answer header: the journal position after it (the ``_schemas`` offset)."""
 WRITE_ATTEMPTS = 3
 """A write tries this many times to find its writer (here or forwarded) when the writer moves."""
 ID_ANSWERS_MAX = 100_000
@@ -238,9 +244,23 @@ class RegistryApi:
                 ssl=self.client_ssl if writer.startswith("https:") and self.client_ssl is not None else True,
             ) as reply:
                 payload = await reply.read()
-                return web.Response(body=payload, status=reply.status, content_type=CONTENT_TYPE)
+                written = reply.headers.get(POSITION)
         except (aiohttp.ClientError, TimeoutError) as e:
             raise errors.forwarding_error(f"{writer}: {e or type(e).__name__}") from None
+        if written is not None and written.isdigit():
+            await self._await_position(int(written))
+        return web.Response(body=payload, status=reply.status, content_type=CONTENT_TYPE)
+
+    async def _await_position(self, position: int) -> None:
+        """Wait (at most FORWARD_CATCH_UP_S) until this node's journal holds ``position``, so a
+        read here after a write forwarded from here sees it (read-your-writes through any node)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FORWARD_CATCH_UP_S
+        for _ in range(int(FORWARD_CATCH_UP_S / 0.005) + 1):
+            if self.service.journal.end() >= position or loop.time() > deadline:
+                break
+            await asyncio.sleep(0.005)
+        self.service.catch_up()
 
     async def _write(self, request: web.Request, operation: Callable[[Registry], tuple[Any, list[Record]]],
                      answer: Callable[[Any], object]) -> web.Response:  # fmt: skip
@@ -249,7 +269,9 @@ class RegistryApi:
             if forwarded is not None:
                 return forwarded
             try:
-                return _answer(answer(await self.service.write(operation)))
+                made = _answer(answer(await self.service.write(operation)))
+                made.headers[POSITION] = str(self.service.position)  # a forwarder waits for it
+                return made
             except errors.RegistryError as e:
                 # 50004: the writer moved (another node was made it) while this one got ready to
                 # write: ask again where to send it

@@ -1,5 +1,6 @@
 """The schema registry in a ZooKeeper cluster: the leader of ``_schemas-0`` writes, the other brokers
-forward writes to it over HTTP and serve reads from their replica; killing the writer moves the
+forward writes to it over HTTP (answering once their replica holds the write) and serve reads from
+their replica; killing the writer moves the
 writes to the new leader, and ids go on from the highest (none reused)."""
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def test_followers_forward_writes_and_a_killed_writer_hands_over(cluster: Callab
     writer = leaders(brokers[1].bootstrap, "_schemas")[0]
     followers = [i for i in brokers if i != writer]
     assert register(rests[followers[0]], "a", "B") == 2  # forwarded to the writer
+    # read-your-writes through the same broker: it answered once its replica held the write
+    assert rests[followers[0]].call("GET", "/schemas/ids/2") == (200, {"schema": schema("B")["schema"]})
+    assert rests[followers[0]].call("GET", "/subjects/a/versions") == (200, [1, 2])
     assert register(rests[followers[1]], "b", "A") == 1  # the same schema: the same id, from anywhere
 
     def everywhere(path: str, expected: Any, among: list[int]) -> None:
