@@ -50,7 +50,8 @@ $(STAMP): $(VENV)/bin/python $(NATIVE_SOURCES) | system-packages
 	touch $@
 
 run: $(STAMP)
-	$(PY) -m logstore broker --data-dir ./data --listeners PLAINTEXT://127.0.0.1:9092
+	$(PY) -m logstore broker --data-dir ./data --listeners PLAINTEXT://127.0.0.1:9092 \
+		--override schema.registry.listeners=http://127.0.0.1:8081
 
 example: $(STAMP)
 	$(PY) -m logstore.examples.embedded

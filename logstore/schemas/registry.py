@@ -33,6 +33,8 @@ above every id.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -140,6 +142,10 @@ class Registry:
     """Confluent's operations over a :class:`RegistryState` (see the module doc)."""
 
     state: RegistryState = field(default_factory=RegistryState)
+    # (type, canonical text, references) -> the lowest id with them, for the first _indexed ids of
+    # state.by_id (which only grows, in insertion order): a register finds its id in O(1).
+    _ids: dict[tuple[str, str, tuple[Reference, ...]], int] = field(default_factory=dict, compare=False, repr=False)
+    _indexed: int = field(default=0, compare=False, repr=False)
 
     # -- reading ---------------------------------------------------------------
 
@@ -288,13 +294,23 @@ class Registry:
         assert level is not None
         return level, [config_record(subject, None)]
 
-    def set_mode(self, mode: str, subject: str | None = None) -> list[Record]:
+    def set_mode(self, mode: str, subject: str | None = None, force: bool = False) -> list[Record]:
+        """``force``: IMPORT even with subjects registered (Confluent's ``?force=true``)."""
         mode = mode.upper()
         if mode not in MODES:
             raise errors.invalid_mode(mode)
-        if mode == "IMPORT" and subject is None and self.subjects():
-            raise errors.operation_not_permitted("Cannot import since found existing subjects")
+        if mode == "IMPORT" and subject is None and self.subjects() and not force:
+            raise errors.operation_not_permitted(
+                "Cannot import since found existing subjects; set the mode with force=true to import anyway"
+            )
         return [mode_record(subject, mode)]
+
+    def delete_mode(self, subject: str) -> tuple[str, list[Record]]:
+        """Drop the subject's own mode (the global one applies again); (the mode it had, records)."""
+        found = self.state.modes.get(subject)
+        if found is None:
+            raise errors.subject_mode_not_configured(subject)
+        return found, [mode_record(subject, None)]
 
     # -- inside ------------------------------------------------------------------
 
@@ -336,7 +352,7 @@ class Registry:
         return [self.version(r.subject, r.version).schema for r in references]
 
     def _parse(self, schema_type: str, schema: str, references: Sequence[Reference]) -> compat.ParsedSchema:
-        return compat.parse(schema_type, schema, self._referenced_texts(references))
+        return _parse_cached(schema_type, schema, tuple(self._referenced_texts(references)))
 
     def _parsed(self, made: SchemaValue) -> compat.ParsedSchema:
         return self._parse(made.schema_type, made.schema, made.references)
@@ -355,10 +371,26 @@ class Registry:
         return self._parse(made.schema_type, made.schema, made.references).canonical() == canonical
 
     def _id_of(self, canonical: str, schema_type: str, references: Sequence[Reference]) -> int:
-        for schema_id, made in sorted(self.state.by_id.items()):
-            if self._same_schema(made, canonical, schema_type, references):
-                return schema_id
-        return self.state.next_id
+        by_id, ids = self.state.by_id, self._ids
+        if self._indexed < len(by_id):
+            for schema_id, made in itertools.islice(by_id.items(), self._indexed, None):
+                try:
+                    text = self._parse(made.schema_type, made.schema, made.references).canonical()
+                except errors.RegistryError:
+                    continue  # its references are gone: nothing registered now can be it
+                key = (made.schema_type, text, tuple(made.references))
+                if schema_id < ids.get(key, schema_id + 1):
+                    ids[key] = schema_id
+            self._indexed = len(by_id)
+        return ids.get((schema_type, canonical, tuple(references)), self.state.next_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(schema_type: str, schema: str, references: tuple[Any, ...]) -> compat.ParsedSchema:
+    """compat.parse, remembered: a register compares with every version of its subject (parsing is
+    deterministic and parsed schemas are immutable; a parse error is not remembered). ``references``:
+    what compat.parse takes of them, as a tuple (hashable)."""
+    return compat.parse(schema_type, schema, references)
 
 
 def replay(records: Iterable[Record], state: RegistryState | None = None) -> RegistryState:
