@@ -332,11 +332,24 @@ class Registry:
                 if not made.deleted and any(r.subject == subject and r.version == version for r in made.references):
                     raise errors.reference_exists(subject, version)
 
-    def _referenced_texts(self, references: Sequence[Reference]) -> list[str]:
-        return [self.version(r.subject, r.version).schema for r in references]
+    def _referenced(self, references: Sequence[Reference]) -> list[tuple[str, str]]:
+        """(name, text) of the references and of theirs, each once, dependencies first."""
+        found: list[tuple[str, str]] = []
+        seen: set[tuple[str, int]] = set()
+
+        def visit(refs: Sequence[Reference]) -> None:
+            for ref in refs:
+                made = self.version(ref.subject, ref.version)
+                if (made.subject, made.version) not in seen:
+                    seen.add((made.subject, made.version))
+                    visit(made.references)
+                    found.append((ref.name, made.schema))
+
+        visit(references)
+        return found
 
     def _parse(self, schema_type: str, schema: str, references: Sequence[Reference]) -> compat.ParsedSchema:
-        return compat.parse(schema_type, schema, self._referenced_texts(references))
+        return compat.parse(schema_type, schema, self._referenced(references))
 
     def _parsed(self, made: SchemaValue) -> compat.ParsedSchema:
         return self._parse(made.schema_type, made.schema, made.references)
