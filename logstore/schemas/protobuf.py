@@ -157,7 +157,7 @@ def _options(options: object, normalize: bool) -> list[str]:
     for field, value in options.ListFields():  # type: ignore[attr-defined]
         if field.is_extension or field.name in ("map_entry", "uninterpreted_option"):
             continue
-        if field.label == field.LABEL_REPEATED:
+        if field.is_repeated or field.message_type is not None:  # features, lists: not written back
             continue
         found.append(f"{field.name} = {_literal(field, value)}")
     return sorted(found) if normalize else found
