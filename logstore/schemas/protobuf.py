@@ -11,7 +11,9 @@ process per parse: about 10-15 ms on this machine (measured in the tests' module
 doc); compatibility.py caches parses, so a schema is compiled once per process,
 not once per register or check.
 
-Parsing (:func:`parse`): the schema is written to a private temporary directory
+Parsing (:func:`parse`): the schema is .proto text, or (as Confluent's registry also
+takes, and confluent-kafka's ``ProtobufSerializer`` sends) a base64 ``FileDescriptorProto``,
+rendered to .proto text first. It is written to a private temporary directory
 as ``MAIN`` beside its references, each at its reference ``name`` (the path an
 ``import`` names, e.g. ``"acme/address.proto"``), and compiled with
 ``--include_imports``; the ``FileDescriptorSet`` it writes is the parse. A
@@ -32,6 +34,8 @@ Compatibility: :mod:`logstore.schemas.proto_diff` (Confluent's Protobuf rules).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import pathlib
 import subprocess
@@ -40,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from google.protobuf import descriptor_pb2
+from google.protobuf.message import DecodeError
 
 from logstore.schemas import errors, proto_diff
 
@@ -111,7 +116,23 @@ def parse(text: str, references: Sequence[tuple[str, str]] = ()) -> ProtobufSche
     return ProtobufSchema(files[-1], files)
 
 
+def from_serialized(text: str) -> str | None:
+    """``text`` as .proto text when it is a base64 ``FileDescriptorProto`` (what confluent-kafka's
+    ``ProtobufSerializer`` registers, as Confluent's registry accepts), else None."""
+    stripped = text.strip()
+    if not stripped or len(stripped) % 4 or any(c in stripped for c in ' \n\t;{"'):
+        return None
+    try:
+        found = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(stripped, validate=True))
+    except (binascii.Error, ValueError, DecodeError):
+        return None
+    if not (found.name or found.message_type or found.enum_type or found.service):
+        return None
+    return render(found)
+
+
 def _write(root: pathlib.Path, name: str, text: str) -> None:
+    text = from_serialized(text) or text
     path = pathlib.PurePosixPath(name)
     if not name or path.is_absolute() or ".." in path.parts or "\\" in name or not name.endswith(".proto"):
         raise errors.invalid_schema(f"reference name {name!r} is not a relative .proto path")

@@ -253,3 +253,18 @@ def test_a_proto_is_compatible_with_itself_at_every_level_and_normalizing_is_ide
         assert compatibility.check(level, parsed, [parsed]) == []
     normalized = parsed.normalized()
     assert compatibility.parse("PROTOBUF", normalized).normalized() == normalized
+
+
+def test_a_base64_file_descriptor_is_the_same_schema_as_its_proto_text() -> None:
+    # Confluent's registry takes a schema as a base64 FileDescriptorProto too; confluent-kafka's
+    # ProtobufSerializer registers that form.
+    import base64
+
+    from google.protobuf import timestamp_pb2
+
+    serialized = base64.standard_b64encode(timestamp_pb2.DESCRIPTOR.serialized_pb).decode()
+    from_bytes = compatibility.parse("PROTOBUF", serialized)
+    from_text = compatibility.parse("PROTOBUF", from_bytes.canonical())
+    assert from_bytes.canonical() == from_text.canonical()
+    assert from_bytes.message_names() == ["google.protobuf.Timestamp"]
+    assert protobuf.from_serialized("bm90IGEgZGVzY3JpcHRvcg==") is None  # base64, but not a descriptor
