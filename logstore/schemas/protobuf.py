@@ -38,6 +38,7 @@ import base64
 import binascii
 import os
 import pathlib
+import re
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -49,6 +50,8 @@ from google.protobuf.message import DecodeError
 from logstore.schemas import errors, proto_diff
 
 MAIN = "__schema__.proto"
+# Imports allowed without a reference: protobuf's well-known types, which protoc ships.
+WELL_KNOWN = "google/protobuf/"
 PROTOC = "protoc"
 PROTOC_TIMEOUT_S = 30.0
 FDP = descriptor_pb2.FieldDescriptorProto
@@ -91,11 +94,19 @@ class ProtobufSchema:
 def parse(text: str, references: Sequence[tuple[str, str]] = ()) -> ProtobufSchema:
     """``text`` compiled with ``references`` ((import name, .proto text)) beside it; 42201 with
     protoc's reason if it does not compile."""
+    texts = [(name, from_serialized(t) or t) for name, t in references] + [(MAIN, from_serialized(text) or text)]
+    allowed = {name for name, _ in references}
+    for name, body in texts:
+        which = "the schema" if name == MAIN else f"reference {name!r}"
+        for imported in imports(body, which):
+            if imported not in allowed and not imported.startswith(WELL_KNOWN):
+                raise errors.invalid_schema(
+                    f"{which} imports {imported!r}, which is neither a reference's name nor one of "
+                    f"protobuf's well-known types ({WELL_KNOWN}*)")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="logstore-proto-") as tmp:
         root = pathlib.Path(tmp)
-        for name, referenced in references:
-            _write(root, name, referenced)
-        _write(root, MAIN, text)
+        for name, body in texts:
+            _write(root, name, body)
         out = root / "__out__.pb"
         try:
             done = subprocess.run(
@@ -131,8 +142,21 @@ def from_serialized(text: str) -> str | None:
     return render(found)
 
 
+_TOKENS = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
+_IMPORT = re.compile(r'\bimport\s+(?:(?:public|weak)\s+)?(?:"([^"]*)"|\'([^\']*)\')\s*;')
+
+
+def imports(text: str, which: str = "the schema") -> list[str]:
+    """The files ``text`` imports, read past comments, so that protoc is asked to open no file but
+    the references and the well-known types; 42201 for an import statement not of the plain form."""
+    bare = _TOKENS.sub(lambda m: " " if m[0][0] == "/" else m[0], text)
+    found = [a or b for a, b in _IMPORT.findall(bare)]
+    if len(found) != len(re.findall(r"(?<![\w.])import\s*[\"']", bare)):
+        raise errors.invalid_schema(f"{which} has an import statement other than import [public|weak] \"file\";")
+    return found
+
+
 def _write(root: pathlib.Path, name: str, text: str) -> None:
-    text = from_serialized(text) or text
     path = pathlib.PurePosixPath(name)
     if not name or path.is_absolute() or ".." in path.parts or "\\" in name or not name.endswith(".proto"):
         raise errors.invalid_schema(f"reference name {name!r} is not a relative .proto path")

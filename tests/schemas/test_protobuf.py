@@ -268,3 +268,16 @@ def test_a_base64_file_descriptor_is_the_same_schema_as_its_proto_text() -> None
     assert from_bytes.canonical() == from_text.canonical()
     assert from_bytes.message_names() == ["google.protobuf.Timestamp"]
     assert protobuf.from_serialized("bm90IGEgZGVzY3JpcHRvcg==") is None  # base64, but not a descriptor
+
+
+@pytest.mark.parametrize("imported", ["stdio.h", "/etc/passwd", "other.proto"])
+def test_protoc_opens_no_file_but_the_references_and_the_well_known_types(imported: str) -> None:
+    # protoc's own include path is /usr/include: an import of anything there must not reach it
+    with pytest.raises(errors.RegistryError) as refused:
+        protobuf.parse(proto("message T { int32 a = 1; }", imports=f'import "{imported}";'))
+    assert refused.value.code == 42201 and "neither a reference's name" in refused.value.message
+    with pytest.raises(errors.RegistryError) as concatenated:
+        protobuf.parse(proto("message T {}", imports='import "std" "io.h";'))
+    assert concatenated.value.code == 42201
+    # commented-out imports are not imports
+    assert protobuf.parse(proto("message T {}", imports='// import "stdio.h";\n/* import "x.h"; */'))
