@@ -71,10 +71,13 @@ class AvroSchema:
     parsed: avro.schema.Schema
 
     def canonical(self) -> str:
-        return str(self.parsed.canonical_form)
+        """The schema as Avro's library writes it back (compact, its key order): not the Parsing
+        Canonical Form, which drops defaults, docs and aliases, so that two schemas that differ
+        only in a default would be one."""
+        return json.dumps(self.parsed.to_json(), separators=(",", ":"))
 
     def normalized(self) -> str:
-        return self.canonical()  # Avro's Parsing Canonical Form is already normalized
+        return self.canonical()  # Avro's library already puts every key in its own order
 
     def reads(self, writer: ParsedSchema) -> list[str]:
         assert isinstance(writer, AvroSchema)

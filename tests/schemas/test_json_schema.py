@@ -208,7 +208,7 @@ def test_each_supported_draft_is_checked_against_its_meta_schema(draft: str) -> 
     "text",
     ["{", "[1, 2]", '"a string"', '{"type": "strung"}', '{"type": "string", "pattern": "("}',
      '{"$schema": "https://example.com/my-draft", "type": "string"}', '{"$ref": "#/definitions/missing"}',
-     '{"properties": {"a": {"$ref": "nowhere.json"}}}'],
+     '{"properties": {"a": {"$ref": "nowhere.json"}}}', '{"$ref": "https://example.com/remote.json"}'],  # never fetched
 )  # fmt: skip
 def test_malformed_schemas_and_unresolvable_refs_are_42201(text: str) -> None:
     with pytest.raises(errors.RegistryError) as bad:
