@@ -281,3 +281,20 @@ def test_protoc_opens_no_file_but_the_references_and_the_well_known_types(import
     assert concatenated.value.code == 42201
     # commented-out imports are not imports
     assert protobuf.parse(proto("message T {}", imports='// import "stdio.h";\n/* import "x.h"; */'))
+
+
+def test_references_of_references_are_resolved_transitively() -> None:
+    registry = Registry()
+
+    def write(records: list[tuple[bytes | None, bytes | None]]) -> None:
+        for key, value in records:
+            registry.state.apply(key, value)
+
+    money = proto("message Money { int64 units = 1; }", package="acme.common")
+    write(registry.register("money", money, "PROTOBUF")[1])
+    line = proto("message Line { acme.common.Money price = 1; }", package="acme.lines",
+                 imports='import "money.proto";')  # fmt: skip
+    write(registry.register("line", line, "PROTOBUF", [Reference("money.proto", "money", 1)])[1])
+    order = proto("message Order { repeated acme.lines.Line lines = 1; }", imports='import "line.proto";')
+    schema_id, made = registry.register("order", order, "PROTOBUF", [Reference("line.proto", "line", 1)])
+    assert schema_id == 3 and made  # money.proto came along through line's own reference

@@ -26,6 +26,8 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer as CProt
 from confluent_kafka.serialization import MessageField as CField
 from confluent_kafka.serialization import SerializationContext as CContext
 from google.protobuf import struct_pb2, timestamp_pb2, type_pb2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from logstore.client import serdes
 from logstore.client.serdes import wire
@@ -230,3 +232,32 @@ def test_message_indexes_and_framing_round_trip() -> None:
             wire.unframe(bad)
     with pytest.raises(serdes.SerializationError):
         serdes.AvroDeserializer(serdes.SchemaRegistryClient({"url": "http://127.0.0.1:9"}))(b"\x02junk", None)
+
+
+VALUES = st.fixed_dictionaries({
+    "id": st.integers(-(2**63), 2**63 - 1),
+    "name": st.text(max_size=20),
+    "tags": st.lists(st.text(max_size=5), max_size=4),
+    "email": st.none() | st.text(max_size=10),
+})  # fmt: skip
+
+
+@pytest.mark.property
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=VALUES)
+def test_any_avro_value_gives_confluent_kafkas_bytes(registry_url: tuple[str, list[str]], value: dict[str, Any]) -> None:
+    url, _ = registry_url
+    ctx, cctx = contexts("users")
+    mine = serdes.AvroSerializer(serdes.SchemaRegistryClient({"url": url}), USER)(value, ctx)
+    assert mine == CAvroSerializer(ConfluentClient({"url": url}), USER)(value, cctx)
+    assert serdes.AvroDeserializer(serdes.SchemaRegistryClient({"url": url}))(mine, ctx) == value
+
+
+@pytest.mark.property
+@settings(max_examples=200, deadline=None)
+@given(schema_id=st.integers(0, 2**32 - 1), indexes=st.lists(st.integers(0, 2**31), min_size=1, max_size=6),
+       payload=st.binary(max_size=64))  # fmt: skip
+def test_framing_round_trips(schema_id: int, indexes: list[int], payload: bytes) -> None:
+    found_id, rest = wire.unframe(wire.frame(schema_id, payload, indexes))
+    found_indexes, body = wire.decode_indexes(rest)
+    assert (found_id, found_indexes, bytes(body)) == (schema_id, indexes, payload)
