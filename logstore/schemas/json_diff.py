@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import referencing
 import referencing.exceptions
 
+from logstore.schemas import errors
+
 if TYPE_CHECKING:
     from referencing._core import Resolver
 
@@ -581,7 +583,10 @@ def compare(original: Any, original_resolver: Resolver[Any],
             update: Any, update_resolver: Resolver[Any]) -> list[Difference]:  # fmt: skip
     """Every difference from ``original`` (the writer's schema) to ``update`` (the reader's)."""
     walk = _Walk()
-    walk.node((original, original_resolver), (update, update_resolver), "#")
+    try:
+        walk.node((original, original_resolver), (update, update_resolver), "#")
+    except RecursionError:  # $refs can chain deeper than the documents nest
+        raise errors.invalid_schema("the schemas nest too deeply (through $ref) to be compared") from None
     return walk.found
 
 

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 
 from google.protobuf import descriptor_pb2
 
+from logstore.schemas import errors
+
 FDP = descriptor_pb2.FieldDescriptorProto
 Message = descriptor_pb2.DescriptorProto
 Enum = descriptor_pb2.EnumDescriptorProto
@@ -303,5 +305,9 @@ def compare(original: descriptor_pb2.FileDescriptorProto, original_files: Sequen
         walk.add("PACKAGE_CHANGED", "#/")
     oprefix = f"{original.package}." if original.package else ""
     uprefix = f"{update.package}." if update.package else ""
-    walk.types(original.message_type, original.enum_type, oprefix, update.message_type, update.enum_type, uprefix, "#/")
+    try:
+        walk.types(original.message_type, original.enum_type, oprefix, update.message_type, update.enum_type,
+                   uprefix, "#/")  # fmt: skip
+    except RecursionError:  # message types can chain deeper than the stack
+        raise errors.invalid_schema("the schemas nest too deeply to be compared") from None
     return walk.found

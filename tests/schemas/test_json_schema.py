@@ -309,3 +309,16 @@ def test_a_schema_is_compatible_with_itself_at_every_level_and_normalizing_is_id
 def test_every_difference_named_is_in_the_rule_table(a: Any, b: Any) -> None:
     for d in parse(b).differences(parse(a)):
         assert d.type in json_diff.RULES
+
+
+def test_a_ref_chain_too_deep_to_compare_is_a_42201_not_a_crash() -> None:
+    def chain(leaf: str) -> str:
+        defs: dict[str, Any] = {f"d{i}": {"type": "object", "properties": {"next": {"$ref": f"#/$defs/d{i + 1}"}}}
+                                for i in range(600)}  # fmt: skip
+        defs["d600"] = {"type": leaf}
+        return json.dumps({"$defs": defs, "$ref": "#/$defs/d0"})
+
+    old, new = compatibility.parse("JSON", chain("string")), compatibility.parse("JSON", chain("integer"))
+    with pytest.raises(errors.RegistryError) as deep:
+        compatibility.check("BACKWARD", new, [old])
+    assert deep.value.code == 42201
