@@ -12,7 +12,8 @@
   ``use.latest.version``, subject name strategies);
 - :mod:`~logstore.client.serdes.avro`, :mod:`~logstore.client.serdes.json_schema`,
   :mod:`~logstore.client.serdes.protobuf`: one serializer and deserializer per type,
-  each body encoded by the library made for it (fastavro, json + jsonschema, protobuf).
+  each body encoded by the library made for it (fastavro, json + jsonschema, protobuf);
+- :mod:`~logstore.client.serdes.aio`: the asyncio client (aiohttp) and serdes.
 
 Layering: part of the client; it imports no registry code (logstore.schemas is the
 broker side's), only the registry's HTTP API.

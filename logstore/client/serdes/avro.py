@@ -38,7 +38,7 @@ def _record_name(parsed: Any) -> str | None:
 class AvroSerializer:
     """See the module doc."""
 
-    def __init__(self, schema_registry_client: SchemaRegistryClient, schema_str: str | None = None,
+    def __init__(self, schema_registry_client: SchemaRegistryClient | Any, schema_str: str | None = None,
                  to_dict: Callable[[Any, Context | None], Any] | None = None,
                  conf: dict[str, Any] | None = None) -> None:  # fmt: skip
         self._serializer = SchemaSerializer(schema_registry_client, conf)
@@ -52,8 +52,10 @@ class AvroSerializer:
     def __call__(self, obj: Any, ctx: Context | None = None) -> bytes | None:
         if obj is None:
             return None
-        name = _record_name(self._parsed)
-        schema_id, schema = self._serializer.resolve(ctx, name, self._schema or Schema("", "AVRO"))
+        schema_id, schema = self._serializer.resolve(ctx, _record_name(self._parsed), self._schema or Schema("", "AVRO"))
+        return self._write(schema_id, schema, obj, ctx)
+
+    def _write(self, schema_id: int, schema: Schema, obj: Any, ctx: Context | None) -> bytes:
         parsed: Any = self._parsed
         if schema is not self._schema:  # use.latest.version: the subject's latest schema
             if schema.schema_str not in self._parsed_by_text:
@@ -71,7 +73,7 @@ class AvroSerializer:
 class AvroDeserializer:
     """See the module doc."""
 
-    def __init__(self, schema_registry_client: SchemaRegistryClient, schema_str: str | None = None,
+    def __init__(self, schema_registry_client: SchemaRegistryClient | Any, schema_str: str | None = None,
                  from_dict: Callable[[Any, Context | None], Any] | None = None) -> None:  # fmt: skip
         self._client = schema_registry_client
         self._reader = None if schema_str is None else _parse(schema_str)
@@ -83,7 +85,9 @@ class AvroDeserializer:
         if data is None:
             return None
         schema_id, body = unframe(data)
-        writer = self._writer(schema_id)
+        return self._read(self._writer(schema_id), schema_id, body, ctx)
+
+    def _read(self, writer: Any, schema_id: int, body: memoryview, ctx: Context | None) -> Any:
         try:
             value = fastavro.schemaless_reader(io.BytesIO(body), writer, self._reader)
         except (ValueError, EOFError, IndexError, fastavro.read.SchemaResolutionError) as e:
@@ -95,9 +99,17 @@ class AvroDeserializer:
             if schema_id in self._writers:
                 return self._writers[schema_id]
         schema = self._client.get_schema(schema_id)
+        referenced = [self._client.get_version(r.subject, r.version).schema.schema_str for r in schema.references]
+        return self._keep(schema_id, schema, referenced)
+
+    def _cached(self, schema_id: int) -> Any:
+        with self._lock:
+            return self._writers.get(schema_id)
+
+    def _keep(self, schema_id: int, schema: Schema, referenced: list[str]) -> Any:
         named: dict[str, Any] = {}
-        for ref in schema.references:  # the referenced named types, defined first
-            _parse(self._client.get_version(ref.subject, ref.version).schema.schema_str, named)
+        for text in referenced:  # the referenced named types, defined first
+            _parse(text, named)
         parsed = _parse(schema.schema_str, named)
         with self._lock:
             self._writers[schema_id] = parsed

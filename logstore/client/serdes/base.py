@@ -76,7 +76,7 @@ DEFAULTS: dict[str, Any] = {
 class SchemaSerializer:
     """The settings and the subject -> id resolution of one serializer (see the module doc)."""
 
-    def __init__(self, client: SchemaRegistryClient, conf: dict[str, Any] | None,
+    def __init__(self, client: Any, conf: dict[str, Any] | None,
                  extra: dict[str, Any] | None = None) -> None:  # fmt: skip
         known = {**DEFAULTS, **(extra or {})}
         given = dict(conf or {})
@@ -84,7 +84,7 @@ class SchemaSerializer:
         if unknown:
             raise ValueError(f"unknown serializer settings: {', '.join(sorted(unknown))}")
         self.conf = {**known, **given}
-        self.client = client
+        self.client = client  # a SchemaRegistryClient, or aio's AsyncSchemaRegistryClient
         self.auto_register = bool(self.conf["auto.register.schemas"])
         self.use_latest = bool(self.conf["use.latest.version"])
         self.normalize = bool(self.conf["normalize.schemas"])
@@ -98,19 +98,42 @@ class SchemaSerializer:
 
     def resolve(self, ctx: Context | None, record_name: str | None, schema: Schema) -> tuple[int, Schema]:
         """(the id to write, the schema to write with) for a record of this subject."""
-        if ctx is None:
-            raise SerializationError("a SerializationContext (topic, field) is needed to name the subject")
-        subject = self.subject_name(ctx, record_name)
+        subject = self._subject(ctx, record_name)
+        client: SchemaRegistryClient = self.client
         if self.use_latest:
-            latest: RegisteredSchema = self.client.get_latest_version(subject)
+            latest: RegisteredSchema = client.get_latest_version(subject)
             return latest.schema_id, latest.schema
         with self._lock:
             known = self._ids.get(subject)
         if known is None:
             if self.auto_register:
-                known = self.client.register_schema(subject, schema, self.normalize)
+                known = client.register_schema(subject, schema, self.normalize)
             else:
-                known = self.client.lookup_schema(subject, schema, self.normalize).schema_id
+                known = client.lookup_schema(subject, schema, self.normalize).schema_id
             with self._lock:
                 self._ids[subject] = known
         return known, schema
+
+    async def resolve_async(self, ctx: Context | None, record_name: str | None, schema: Schema) -> tuple[int, Schema]:
+        """:meth:`resolve` through an asyncio client (logstore.client.serdes.aio)."""
+        subject = self._subject(ctx, record_name)
+        client: Any = self.client
+        if self.use_latest:
+            latest: RegisteredSchema = await client.get_latest_version(subject)
+            return latest.schema_id, latest.schema
+        with self._lock:
+            known = self._ids.get(subject)
+        if known is None:
+            if self.auto_register:
+                known = await client.register_schema(subject, schema, self.normalize)
+            else:
+                known = (await client.lookup_schema(subject, schema, self.normalize)).schema_id
+            with self._lock:
+                self._ids[subject] = known
+        assert known is not None
+        return known, schema
+
+    def _subject(self, ctx: Context | None, record_name: str | None) -> str:
+        if ctx is None:
+            raise SerializationError("a SerializationContext (topic, field) is needed to name the subject")
+        return self.subject_name(ctx, record_name)

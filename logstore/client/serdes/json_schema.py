@@ -50,7 +50,7 @@ def dumps(value: Any) -> bytes:
 class JSONSerializer:
     """See the module doc."""
 
-    def __init__(self, schema_str: str | None, schema_registry_client: SchemaRegistryClient,
+    def __init__(self, schema_str: str | None, schema_registry_client: SchemaRegistryClient | Any,
                  to_dict: Callable[[Any, Context | None], Any] | None = None,
                  conf: dict[str, Any] | None = None) -> None:  # fmt: skip
         self._serializer = SchemaSerializer(schema_registry_client, conf, {"validate": True})
@@ -67,6 +67,9 @@ class JSONSerializer:
         if obj is None:
             return None
         schema_id, schema = self._serializer.resolve(ctx, self._title, self._schema or Schema("", "JSON"))
+        return self._write(schema_id, schema, obj, ctx)
+
+    def _write(self, schema_id: int, schema: Schema, obj: Any, ctx: Context | None) -> bytes:
         value = self._to_dict(obj, ctx) if self._to_dict is not None else obj
         if self._validate:
             validator = self._validator
@@ -82,7 +85,7 @@ class JSONDeserializer:
     """See the module doc."""
 
     def __init__(self, schema_str: str | None, from_dict: Callable[[Any, Context | None], Any] | None = None,
-                 schema_registry_client: SchemaRegistryClient | None = None) -> None:  # fmt: skip
+                 schema_registry_client: SchemaRegistryClient | Any | None = None) -> None:  # fmt: skip
         if schema_str is None and schema_registry_client is None:
             raise ValueError("a JSONDeserializer needs schema_str or a schema_registry_client")
         self._validator = None if schema_str is None else _validator(schema_str)
@@ -95,11 +98,14 @@ class JSONDeserializer:
         if data is None:
             return None
         schema_id, body = unframe(data)
+        return self._read(self._validator or self._writer(schema_id), body, ctx)
+
+    def _read(self, validator: Any, body: memoryview, ctx: Context | None) -> Any:
         try:
             value = json.loads(bytes(body))
         except ValueError as e:
             raise SerializationError(f"not JSON: {e}") from None
-        _valid(self._validator or self._writer(schema_id), value)
+        _valid(validator, value)
         return self._from_dict(value, ctx) if self._from_dict is not None else value
 
     def _writer(self, schema_id: int) -> Any:
@@ -107,7 +113,14 @@ class JSONDeserializer:
         with self._lock:
             if schema_id in self._writers:
                 return self._writers[schema_id]
-        found = _validator(self._client.get_schema(schema_id).schema_str)
+        return self._keep(schema_id, self._client.get_schema(schema_id))
+
+    def _cached(self, schema_id: int) -> Any:
+        with self._lock:
+            return self._validator or self._writers.get(schema_id)
+
+    def _keep(self, schema_id: int, schema: Schema) -> Any:
+        found = _validator(schema.schema_str)
         with self._lock:
             self._writers[schema_id] = found
         return found

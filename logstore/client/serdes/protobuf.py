@@ -46,7 +46,7 @@ def schema_text(file: FileDescriptor) -> str:
 class ProtobufSerializer:
     """See the module doc."""
 
-    def __init__(self, msg_type: type[Message], schema_registry_client: SchemaRegistryClient,
+    def __init__(self, msg_type: type[Message], schema_registry_client: SchemaRegistryClient | Any,
                  conf: dict[str, Any] | None = None) -> None:  # fmt: skip
         self._serializer = SchemaSerializer(schema_registry_client, conf, {"skip.known.types": True})
         self._skip_known = bool(self._serializer.conf["skip.known.types"])

@@ -1,4 +1,5 @@
-"""A small, synchronous Schema Registry client with caching (Confluent's REST API, stdlib urllib).
+"""Schema Registry clients with caching (Confluent's REST API): sync over stdlib urllib; asyncio over
+aiohttp in :mod:`logstore.client.serdes.aio`, sharing :class:`ClientCore` (settings, caches, requests).
 
 Shaped like confluent-kafka's ``SchemaRegistryClient`` where the serdes need
 it: :meth:`register_schema`, :meth:`lookup_schema`, :meth:`get_schema`,
@@ -88,20 +89,23 @@ class RegisteredSchema:
     version: int
 
 
-class SchemaRegistryClient:
-    """See the module doc."""
+Request = tuple[str, str, "dict[str, Any] | None", "dict[str, str] | None"]  # method, path, body, query
+
+
+class ClientCore:
+    """The settings, caches and requests the sync and asyncio clients share (no I/O here)."""
 
     def __init__(self, conf: dict[str, Any]) -> None:
         conf = dict(conf)
         url = conf.pop("url", None)
         if not url:
             raise ValueError("the Schema Registry client needs 'url'")
-        self._url = str(url).split(",")[0].rstrip("/")
-        self._timeout = float(conf.pop("timeout", DEFAULT_TIMEOUT_S))
+        self.url = str(url).split(",")[0].rstrip("/")
+        self.timeout = float(conf.pop("timeout", DEFAULT_TIMEOUT_S))
         ttl = conf.pop("latest.cache.ttl.sec", None)
         self._latest_ttl = None if ttl is None else float(ttl)
         user_info = conf.pop("basic.auth.user.info", None)
-        self._auth = None if not user_info else "Basic " + base64.b64encode(str(user_info).encode()).decode()
+        self.auth = None if not user_info else "Basic " + base64.b64encode(str(user_info).encode()).decode()
         if conf:
             raise ValueError(f"unknown Schema Registry client settings: {', '.join(sorted(conf))}")
         self._lock = threading.Lock()
@@ -111,100 +115,160 @@ class SchemaRegistryClient:
         self._latest: dict[str, tuple[float, RegisteredSchema]] = {}
         self._versions: dict[tuple[str, int], RegisteredSchema] = {}
 
-    # -- the API ---------------------------------------------------------------------
+    def headers(self, with_body: bool) -> dict[str, str]:
+        out = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
+        if with_body:
+            out["Content-Type"] = "application/vnd.schemaregistry.v1+json"
+        if self.auth is not None:
+            out["Authorization"] = self.auth
+        return out
 
-    def register_schema(self, subject_name: str, schema: Schema, normalize_schemas: bool = False) -> int:
-        """The id of ``schema`` under ``subject_name``, registering it if it is new there."""
-        key = (subject_name, schema, normalize_schemas)
+    def target(self, request: Request) -> str:
+        _, path, _, query = request
+        return self.url + path + ("?" + urllib.parse.urlencode(query) if query else "")
+
+    # register_schema
+    def cached_id(self, subject: str, schema: Schema, normalize: bool) -> int | None:
         with self._lock:
-            if key in self._ids:
-                return self._ids[key]
-        found = self._call("POST", f"/subjects/{_quote(subject_name)}/versions", schema.body(),
-                           {"normalize": "true"} if normalize_schemas else None)  # fmt: skip
+            return self._ids.get((subject, schema, normalize))
+
+    @staticmethod
+    def register_request(subject: str, schema: Schema, normalize: bool) -> Request:
+        return "POST", f"/subjects/{_quote(subject)}/versions", schema.body(), {"normalize": "true"} if normalize else None
+
+    def store_id(self, subject: str, schema: Schema, normalize: bool, found: Any) -> int:
         schema_id = int(found["id"])
         with self._lock:
-            self._ids[key] = schema_id
+            self._ids[(subject, schema, normalize)] = schema_id
             self._by_id.setdefault(schema_id, schema)
         return schema_id
 
-    def lookup_schema(self, subject_name: str, schema: Schema, normalize_schemas: bool = False) -> RegisteredSchema:
-        """The version of ``subject_name`` that has ``schema`` (40403 if none)."""
-        key = (subject_name, schema, normalize_schemas)
+    # lookup_schema
+    def cached_lookup(self, subject: str, schema: Schema, normalize: bool) -> RegisteredSchema | None:
         with self._lock:
-            if key in self._registered:
-                return self._registered[key]
-        found = self._call("POST", f"/subjects/{_quote(subject_name)}", schema.body(),
-                           {"normalize": "true"} if normalize_schemas else None)  # fmt: skip
-        made = self._registered_from(found, subject_name)
+            return self._registered.get((subject, schema, normalize))
+
+    @staticmethod
+    def lookup_request(subject: str, schema: Schema, normalize: bool) -> Request:
+        return "POST", f"/subjects/{_quote(subject)}", schema.body(), {"normalize": "true"} if normalize else None
+
+    def store_lookup(self, subject: str, schema: Schema, normalize: bool, found: Any) -> RegisteredSchema:
+        made = _registered_from(found, subject)
         with self._lock:
-            self._registered[key] = made
-            self._ids[key] = made.schema_id
+            self._registered[(subject, schema, normalize)] = made
+            self._ids[(subject, schema, normalize)] = made.schema_id
         return made
 
-    def get_schema(self, schema_id: int) -> Schema:
-        """The schema with this global id (40403 if none)."""
+    # get_schema
+    def cached_schema(self, schema_id: int) -> Schema | None:
         with self._lock:
-            if schema_id in self._by_id:
-                return self._by_id[schema_id]
-        made = Schema.from_body(self._call("GET", f"/schemas/ids/{int(schema_id)}"))
+            return self._by_id.get(schema_id)
+
+    @staticmethod
+    def schema_request(schema_id: int) -> Request:
+        return "GET", f"/schemas/ids/{int(schema_id)}", None, None
+
+    def store_schema(self, schema_id: int, found: Any) -> Schema:
+        made = Schema.from_body(found)
         with self._lock:
             self._by_id[schema_id] = made
         return made
 
-    def get_latest_version(self, subject_name: str) -> RegisteredSchema:
-        """The subject's latest version (cached for ``latest.cache.ttl.sec``)."""
-        now = time.monotonic()
+    # get_latest_version
+    def cached_latest(self, subject: str) -> RegisteredSchema | None:
         with self._lock:
-            cached = self._latest.get(subject_name)
-            if cached is not None and (self._latest_ttl is None or now - cached[0] < self._latest_ttl):
-                return cached[1]
-        made = self._registered_from(self._call("GET", f"/subjects/{_quote(subject_name)}/versions/latest"),
-                                     subject_name)  # fmt: skip
+            cached = self._latest.get(subject)
+        if cached is not None and (self._latest_ttl is None or time.monotonic() - cached[0] < self._latest_ttl):
+            return cached[1]
+        return None
+
+    @staticmethod
+    def latest_request(subject: str) -> Request:
+        return "GET", f"/subjects/{_quote(subject)}/versions/latest", None, None
+
+    def store_latest(self, subject: str, found: Any) -> RegisteredSchema:
+        made = _registered_from(found, subject)
         with self._lock:
-            self._latest[subject_name] = (now, made)
+            self._latest[subject] = (time.monotonic(), made)
             self._by_id.setdefault(made.schema_id, made.schema)
         return made
 
-    def get_version(self, subject_name: str, version: int) -> RegisteredSchema:
-        """A subject's version by number (kept: a version's schema never changes)."""
+    # get_version
+    def cached_version(self, subject: str, version: int) -> RegisteredSchema | None:
         with self._lock:
-            if (subject_name, version) in self._versions:
-                return self._versions[(subject_name, version)]
-        made = self._registered_from(self._call("GET", f"/subjects/{_quote(subject_name)}/versions/{int(version)}"),
-                                     subject_name)  # fmt: skip
+            return self._versions.get((subject, version))
+
+    @staticmethod
+    def version_request(subject: str, version: int) -> Request:
+        return "GET", f"/subjects/{_quote(subject)}/versions/{int(version)}", None, None
+
+    def store_version(self, subject: str, version: int, found: Any) -> RegisteredSchema:
+        made = _registered_from(found, subject)
         with self._lock:
-            self._versions[(subject_name, version)] = made
+            self._versions[(subject, version)] = made
         return made
 
-    # -- inside ----------------------------------------------------------------------
-
-    def _registered_from(self, body: dict[str, Any], subject: str) -> RegisteredSchema:
-        return RegisteredSchema(int(body["id"]), Schema.from_body(body), body.get("subject", subject),
-                                int(body.get("version", 0)))  # fmt: skip
-
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
-              query: dict[str, str] | None = None) -> Any:  # fmt: skip
-        url = self._url + path + ("?" + urllib.parse.urlencode(query) if query else "")
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method)
-        request.add_header("Accept", "application/vnd.schemaregistry.v1+json, application/json")
-        if data is not None:
-            request.add_header("Content-Type", "application/vnd.schemaregistry.v1+json")
-        if self._auth is not None:
-            request.add_header("Authorization", self._auth)
+    def refusal(self, status: int, raw: bytes) -> SchemaRegistryError:
+        """The registry's error body as :class:`SchemaRegistryError`."""
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+            found = json.loads(raw)
+            return SchemaRegistryError(status, int(found.get("error_code", status)), str(found.get("message", "")))
+        except (ValueError, AttributeError, TypeError):
+            return SchemaRegistryError(status, -1, raw.decode("utf-8", "replace")[:500])
+
+
+class SchemaRegistryClient(ClientCore):
+    """The synchronous client (see the module doc)."""
+
+    def register_schema(self, subject_name: str, schema: Schema, normalize_schemas: bool = False) -> int:
+        """The id of ``schema`` under ``subject_name``, registering it if it is new there."""
+        hit = self.cached_id(subject_name, schema, normalize_schemas)
+        if hit is not None:
+            return hit
+        found = self._call(self.register_request(subject_name, schema, normalize_schemas))
+        return self.store_id(subject_name, schema, normalize_schemas, found)
+
+    def lookup_schema(self, subject_name: str, schema: Schema, normalize_schemas: bool = False) -> RegisteredSchema:
+        """The version of ``subject_name`` that has ``schema`` (40403 if none)."""
+        hit = self.cached_lookup(subject_name, schema, normalize_schemas)
+        if hit is not None:
+            return hit
+        found = self._call(self.lookup_request(subject_name, schema, normalize_schemas))
+        return self.store_lookup(subject_name, schema, normalize_schemas, found)
+
+    def get_schema(self, schema_id: int) -> Schema:
+        """The schema with this global id (40403 if none)."""
+        hit = self.cached_schema(schema_id)
+        return hit if hit is not None else self.store_schema(schema_id, self._call(self.schema_request(schema_id)))
+
+    def get_latest_version(self, subject_name: str) -> RegisteredSchema:
+        """The subject's latest version (cached for ``latest.cache.ttl.sec``)."""
+        hit = self.cached_latest(subject_name)
+        return hit if hit is not None else self.store_latest(subject_name, self._call(self.latest_request(subject_name)))
+
+    def get_version(self, subject_name: str, version: int) -> RegisteredSchema:
+        """A subject's version by number (kept: a version's schema never changes)."""
+        hit = self.cached_version(subject_name, version)
+        if hit is not None:
+            return hit
+        return self.store_version(subject_name, version, self._call(self.version_request(subject_name, version)))
+
+    def _call(self, request: Request) -> Any:
+        method, _, body, _ = request
+        data = None if body is None else json.dumps(body).encode()
+        made = urllib.request.Request(self.target(request), data=data, method=method, headers=self.headers(data is not None))
+        try:
+            with urllib.request.urlopen(made, timeout=self.timeout) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as e:
-            raw = e.read()
-            try:
-                found = json.loads(raw)
-                raise SchemaRegistryError(e.code, int(found.get("error_code", e.code)),
-                                          str(found.get("message", ""))) from None  # fmt: skip
-            except (ValueError, AttributeError):
-                raise SchemaRegistryError(e.code, -1, raw.decode("utf-8", "replace")[:500]) from None
+            raise self.refusal(e.code, e.read()) from None
         except urllib.error.URLError as e:
-            raise SchemaRegistryError(-1, -1, f"the registry at {self._url} cannot be reached: {e.reason}") from None
+            raise SchemaRegistryError(-1, -1, f"the registry at {self.url} cannot be reached: {e.reason}") from None
+
+
+def _registered_from(body: dict[str, Any], subject: str) -> RegisteredSchema:
+    return RegisteredSchema(int(body["id"]), Schema.from_body(body), body.get("subject", subject),
+                            int(body.get("version", 0)))  # fmt: skip
 
 
 def _quote(subject: str) -> str:

@@ -8,6 +8,7 @@ another module's work and has its own tests.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -30,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logstore.client import serdes
-from logstore.client.serdes import wire
+from logstore.client.serdes import aio, wire
 from logstore.schemas import errors
 from logstore.schemas.records import Reference
 from logstore.schemas.registry import Registry, as_json
@@ -261,3 +262,49 @@ def test_framing_round_trips(schema_id: int, indexes: list[int], payload: bytes)
     found_id, rest = wire.unframe(wire.frame(schema_id, payload, indexes))
     found_indexes, body = wire.decode_indexes(rest)
     assert (found_id, found_indexes, bytes(body)) == (schema_id, indexes, payload)
+
+
+def test_the_asyncio_serdes_write_the_same_bytes_and_read_confluent_kafkas(registry_url: tuple[str, list[str]]) -> None:
+    url, calls = registry_url
+    theirs = ConfluentClient({"url": url})
+    user = {"id": 7, "name": "Ada", "tags": ["a"], "email": None}
+    person = {"name": "Zoë", "age": 36}
+    stamp = timestamp_pb2.Timestamp(seconds=5, nanos=6)
+    expected = {
+        "avro": CAvroSerializer(theirs, USER)(user, CContext("a", CField.VALUE)),
+        "json": CJSONSerializer(PERSON, theirs)(person, CContext("j", CField.VALUE)),
+        "protobuf": CProtobufSerializer(timestamp_pb2.Timestamp, theirs, {})(stamp, CContext("p", CField.VALUE)),
+    }
+
+    async def run() -> dict[str, Any]:
+        async with aio.AsyncSchemaRegistryClient({"url": url}) as client:
+            got = {
+                "avro": await aio.AsyncAvroSerializer(client, USER)(user, serdes.SerializationContext("a", "value")),
+                "json": await aio.AsyncJSONSerializer(PERSON, client)(person, serdes.SerializationContext("j", "value")),
+                "protobuf": await aio.AsyncProtobufSerializer(timestamp_pb2.Timestamp, client)(
+                    stamp, serdes.SerializationContext("p", "value")),
+            }  # fmt: skip
+            calls.clear()
+            got["read"] = (
+                await aio.AsyncAvroDeserializer(client)(expected["avro"], None),
+                await aio.AsyncJSONDeserializer(None, schema_registry_client=client)(expected["json"], None),
+                await aio.AsyncProtobufDeserializer(timestamp_pb2.Timestamp)(expected["protobuf"], None),
+            )
+            return got
+
+    got = asyncio.run(run())
+    assert {k: got[k] for k in expected} == expected
+    assert got["read"] == (user, person, stamp)
+    assert calls == []  # the ids it registered name their schemas: nothing to fetch
+
+
+def test_a_registry_that_cannot_be_reached_is_a_schema_registry_error() -> None:
+    with pytest.raises(serdes.SchemaRegistryError, match="cannot be reached"):
+        serdes.SchemaRegistryClient({"url": "http://127.0.0.1:9"}).get_schema(1)
+
+    async def run() -> None:
+        async with aio.AsyncSchemaRegistryClient({"url": "http://127.0.0.1:9"}) as client:
+            await client.get_schema(1)
+
+    with pytest.raises(serdes.SchemaRegistryError, match="cannot be reached"):
+        asyncio.run(run())
