@@ -32,9 +32,11 @@ The rules, in short (the table is the reference):
   anyOf extends; subschemas are matched one to one by compatibility.
 
 Where this differs from Confluent's Java diff, it errs towards the semantics:
-removing a ``not`` relaxes (Confluent: a type change), and a ``$ref`` that
-cannot be followed while comparing counts as ``{}``. ``$ref`` is followed on
-both sides (recursive schemas compare each pair once).
+removing a ``not`` relaxes (Confluent: a type change). ``$ref`` is followed on
+both sides, from the base of the nearest ``$id`` (recursive schemas compare each
+pair once); one that cannot be followed (parse() refuses those, so only a
+resolver's surprise) counts as ``false``, reading nothing: never a false
+"compatible".
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import referencing
 import referencing.exceptions
+import referencing.jsonschema
 
 from logstore.schemas import errors
 
@@ -266,12 +269,14 @@ class _Walk:
                 return {}, resolver
             if node is False:
                 return self.hold({"not": {}}), resolver
+            if isinstance(node, dict) and isinstance(node.get("$id"), str):  # a new base for what is inside
+                resolver = resolver.in_subresource(referencing.jsonschema.DRAFT202012.create_resource(node))
             if not isinstance(node, dict) or not isinstance(node.get("$ref"), str):
                 return node, resolver
             try:
                 resolved = resolver.lookup(node["$ref"])
-            except referencing.exceptions.Unresolvable:
-                return {}, resolver
+            except referencing.exceptions.Unresolvable:  # parse() resolved every $ref: not expected
+                return self.hold({"not": {}}), resolver  # assume the worst: it reads nothing
             beside = {k: v for k, v in node.items() if k != "$ref" and k not in ANNOTATIONS}
             target = resolved.contents
             if beside and isinstance(target, dict):

@@ -366,3 +366,11 @@ def test_compatible_means_every_document_the_writer_accepts_the_reader_accepts(
     for document in documents:
         if accepts_writer.is_valid(document):
             assert accepts_reader.is_valid(document), (writer, reader, document)
+
+
+def test_refs_inside_a_nested_id_resolve_against_that_base() -> None:
+    inner = {"$id": "https://b.example/sub/x.json", "$defs": {"n": {"type": "integer"}}, "type": "object",
+             "properties": {"v": {"$ref": "#/$defs/n"}}}  # fmt: skip
+    root = {"$id": "https://a.example/root.json", "type": "object", "properties": {"x": inner}}
+    changed = json.loads(json.dumps(root).replace('"integer"', '"string"'))
+    assert changes(root, changed) == ["TYPE_CHANGED #/properties/x/properties/v"]
