@@ -19,8 +19,9 @@ STAMP := $(VENV)/.build-stamp-sanitize-$(SANITIZE)
 NATIVE_SOURCES := $(wildcard native/*.c native/*.h native/*.py) setup.py pyproject.toml
 # Debian packages the build and the suite need: compiler and headers; a Java 17 JDK for Spark and
 # the Java client's tests (javac);
-# ZooKeeper for the cluster (its server runs on that Java); libfiu's fiu-run/fiu-ctrl to inject I/O errors.
-SYSTEM_PACKAGES := gcc python3-dev openjdk-17-jdk-headless zookeeper fiu-utils
+# ZooKeeper for the cluster (its server runs on that Java); libfiu's fiu-run/fiu-ctrl to inject I/O errors;
+# protoc (and the well-known .proto files) for the schema registry's Protobuf schemas.
+SYSTEM_PACKAGES := gcc python3-dev openjdk-17-jdk-headless zookeeper fiu-utils protobuf-compiler
 PYTEST_ARGS ?=
 
 ifeq ($(SANITIZE),1)

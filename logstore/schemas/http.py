@@ -191,9 +191,9 @@ class RegistryApi:
             raise errors.unprocessable(f"the request body must be a JSON object, not {type(body).__name__}")
         return body
 
-    @staticmethod
-    def _schema_of(body: dict[str, Any], normalize: bool) -> tuple[str, str, tuple[Reference, ...]]:
-        """(schema text, type, references) of a register/lookup/compatibility body."""
+    def _schema_of(self, body: dict[str, Any], normalize: bool) -> tuple[str, str, tuple[Reference, ...]]:
+        """(schema text, type, references) of a register/lookup/compatibility body; with
+        ``normalize``, the text in its type's normal form (:meth:`Registry.normalize`)."""
         schema = body.get("schema")
         if not isinstance(schema, str) or not schema.strip():
             raise errors.invalid_schema("the body has no 'schema' string (the schema's text, JSON-escaped)")
@@ -216,11 +216,8 @@ class RegistryApi:
                 raise errors.unprocessable(
                     f"reference {ref!r} is not {{name: string, subject: string, version: int}}"
                 ) from None
-        if normalize and schema_type == AVRO:
-            # JSON without its whitespace (identity compares canonically anyway); not JSON: the
-            # parser's own error follows
-            with contextlib.suppress(ValueError):
-                schema = json.dumps(json.loads(schema), separators=(",", ":"))
+        if normalize:
+            schema = self._read().normalize(schema_type, schema, refs)
         return schema, schema_type, tuple(refs)
 
     # -- forwarding ----------------------------------------------------------

@@ -33,7 +33,6 @@ above every id.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -194,6 +193,12 @@ class Registry:
                 return made
         raise errors.schema_not_found()
 
+    def normalize(self, schema_type: str, schema: str, references: Sequence[Reference] = ()) -> str:
+        """``schema`` in its type's normal form (``?normalize=true``): Avro as its library writes it,
+        JSON Schema with its keys sorted, Protobuf rendered back from its descriptors; so that
+        texts that differ only in form register once. 42201 if it does not parse."""
+        return self._parse(schema_type, schema, references).normalized()
+
     def compatibility(self, subject: str | None = None, fallback: bool = True) -> str | None:
         """The level that applies to ``subject`` (its own, else the global one, else BACKWARD);
         ``fallback=False``: only what is set for it."""
@@ -348,11 +353,24 @@ class Registry:
                 if not made.deleted and any(r.subject == subject and r.version == version for r in made.references):
                     raise errors.reference_exists(subject, version)
 
-    def _referenced_texts(self, references: Sequence[Reference]) -> list[str]:
-        return [self.version(r.subject, r.version).schema for r in references]
+    def _referenced(self, references: Sequence[Reference]) -> list[tuple[str, str]]:
+        """(name, text) of the references and of theirs, each once, dependencies first."""
+        found: list[tuple[str, str]] = []
+        seen: set[tuple[str, int]] = set()
+
+        def visit(refs: Sequence[Reference]) -> None:
+            for ref in refs:
+                made = self.version(ref.subject, ref.version)
+                if (made.subject, made.version) not in seen:
+                    seen.add((made.subject, made.version))
+                    visit(made.references)
+                    found.append((ref.name, made.schema))
+
+        visit(references)
+        return found
 
     def _parse(self, schema_type: str, schema: str, references: Sequence[Reference]) -> compat.ParsedSchema:
-        return _parse_cached(schema_type, schema, tuple(self._referenced_texts(references)))
+        return compat.parse(schema_type, schema, self._referenced(references))  # cached there
 
     def _parsed(self, made: SchemaValue) -> compat.ParsedSchema:
         return self._parse(made.schema_type, made.schema, made.references)
@@ -383,14 +401,6 @@ class Registry:
                     ids[key] = schema_id
             self._indexed = len(by_id)
         return ids.get((schema_type, canonical, tuple(references)), self.state.next_id)
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_cached(schema_type: str, schema: str, references: tuple[Any, ...]) -> compat.ParsedSchema:
-    """compat.parse, remembered: a register compares with every version of its subject (parsing is
-    deterministic and parsed schemas are immutable; a parse error is not remembered). ``references``:
-    what compat.parse takes of them, as a tuple (hashable)."""
-    return compat.parse(schema_type, schema, references)
 
 
 def replay(records: Iterable[Record], state: RegistryState | None = None) -> RegistryState:

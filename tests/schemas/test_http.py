@@ -297,3 +297,26 @@ def test_concurrent_registers_through_http_get_distinct_ids_and_one_version_each
     assert ids == list(range(1, 31))  # writes serialized: no id given twice, none skipped
     assert len(rest.ok("GET", "/subjects")) == 30
     assert all(rest.ok("GET", f"/subjects/s{n}-{k}/versions") == [1] for n in range(6) for k in range(5))
+
+
+def test_normalize_registers_texts_that_differ_only_in_form_once(rest: Rest) -> None:
+    """``?normalize=true`` stores and compares the type's normal form (JSON Schema: keys sorted;
+    Protobuf: rendered back from its descriptors), so the same schema written twice is one version;
+    without it, a JSON Schema in another key order is a new schema."""
+    one = json.dumps({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}})
+    other = json.dumps({"properties": {"b": {"type": "integer"}, "a": {"type": "string"}}, "type": "object"})
+    first = rest.ok("POST", "/subjects/j-value/versions?normalize=true", {"schema": one, "schemaType": "JSON"})
+    again = rest.ok("POST", "/subjects/j-value/versions?normalize=true", {"schema": other, "schemaType": "JSON"})
+    assert again == first and rest.ok("GET", "/subjects/j-value/versions") == [1]
+    found = rest.ok("POST", "/subjects/j-value?normalize=true", {"schema": other, "schemaType": "JSON"})
+    assert found["id"] == first["id"] and json.loads(found["schema"]) == json.loads(one)
+    assert rest.ok("POST", "/subjects/j2-value/versions", {"schema": one, "schemaType": "JSON"})["id"] != (
+        rest.ok("POST", "/subjects/j2-value/versions", {"schema": other, "schemaType": "JSON"})["id"]
+    )
+    proto = 'syntax = "proto3";\npackage p;\n\nmessage M {   string a = 1;  int32 b = 2; }\n'
+    spaced = 'syntax = "proto3";\n\npackage p;\nmessage M {\n  string a = 1;\n  int32 b = 2;\n}\n'
+    p1 = rest.ok("POST", "/subjects/p-value/versions?normalize=true", {"schema": proto, "schemaType": "PROTOBUF"})
+    p2 = rest.ok("POST", "/subjects/p-value/versions?normalize=true", {"schema": spaced, "schemaType": "PROTOBUF"})
+    assert p1 == p2 and rest.ok("GET", "/subjects/p-value/versions") == [1]
+    assert rest.error("POST", "/subjects/p-value/versions?normalize=true",
+                      {"schema": "message {", "schemaType": "PROTOBUF"}) == (422, 42201)  # fmt: skip
