@@ -70,8 +70,8 @@ async def serve(config: BrokerConfig, data_dir: str | None, join: Join | None = 
             flush=True,
         )
     if broker.schema_registry is not None:
-        for host, port in broker.schema_registry.bound:
-            print(f"logstore broker {broker.node_id} schema registry on http://{host}:{port}", flush=True)
+        for url in broker.schema_registry.urls:
+            print(f"logstore broker {broker.node_id} schema registry on {url}", flush=True)
     for key in config.ignored:
         _log.warning("config %s is not used by this broker; ignored", key)
     tune_gc()
