@@ -1,7 +1,7 @@
 # logstore: every set-up step lives here, so a fresh machine needs only `make test`.
 #
-#   make run     build, then run the main job: a broker on 127.0.0.1:9092 with ./data, and the
-#                web console beside it on http://127.0.0.1:8080 (docs/console.md)
+#   make run     build, then run the main job: a broker on 127.0.0.1:9092 with ./data, its schema
+#                registry on http://127.0.0.1:8081 and the web console on http://127.0.0.1:8080
 #   make example the embedded engine example (a Store in ./data, no network)
 #   make test    create .venv, install system and Python packages, build the
 #                C core, lint, type-check and run the whole suite
@@ -21,8 +21,10 @@ NATIVE_SOURCES := $(wildcard native/*.c native/*.h native/*.py) setup.py pyproje
 # Debian packages the build and the suite need: compiler and headers; a Java 17 JDK for Spark and
 # the Java client's tests (javac);
 # ZooKeeper for the cluster (its server runs on that Java); libfiu's fiu-run/fiu-ctrl to inject I/O errors;
-# chromium and its driver for the web console's browser tests (tests/console/test_browser.py).
-SYSTEM_PACKAGES := gcc python3-dev openjdk-17-jdk-headless zookeeper fiu-utils chromium chromium-driver
+# chromium and its driver for the web console's browser tests (tests/console/test_browser.py);
+# protoc (and the well-known .proto files) for the schema registry's Protobuf schemas.
+SYSTEM_PACKAGES := gcc python3-dev openjdk-17-jdk-headless zookeeper fiu-utils chromium chromium-driver \
+	protobuf-compiler
 PYTEST_ARGS ?=
 
 ifeq ($(SANITIZE),1)
@@ -53,6 +55,7 @@ $(STAMP): $(VENV)/bin/python $(NATIVE_SOURCES) | system-packages
 
 run: $(STAMP)
 	$(PY) -m logstore broker --data-dir ./data --listeners PLAINTEXT://127.0.0.1:9092 \
+		--override schema.registry.listeners=http://127.0.0.1:8081 \
 		--override console.listeners=http://127.0.0.1:8080
 
 example: $(STAMP)

@@ -457,15 +457,16 @@ def read_everything(bootstrap: str, report: Report | None = None) -> dict[int, l
             raise ChaosError(f"reading back timed out: {[len(v) for v in found.values()]} of {ends}")
         for message in consumer.consume(10_000, 0.5):
             error = message.error()
+            partition, offset = message.partition() or 0, message.offset() or 0
             if error is not None:
                 if report is not None and error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                    report.resets.append(f"{TOPIC}-{message.partition()}: {error.str()}")
-                    low = consumer.get_watermark_offsets(TopicPartition(TOPIC, message.partition()), timeout=30,
+                    report.resets.append(f"{TOPIC}-{partition}: {error.str()}")
+                    low = consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=30,
                                                          cached=False)[0]  # fmt: skip
-                    consumer.seek(TopicPartition(TOPIC, message.partition(), low))
+                    consumer.seek(TopicPartition(TOPIC, partition, low))
                 continue
-            if message.offset() < ends[message.partition()]:
-                found[message.partition()].append((message.offset(), message.value()))
+            if offset < ends[partition]:
+                found[partition].append((offset, message.value() or b""))
     consumer.close()
     return found
 

@@ -19,7 +19,12 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
         "in the repository, which compiles native/ with gcc"
     ) from exc
 
-__all__ = ["check", "crc32c", "ffi", "lib", "raise_for"]
+__all__ = ["check", "copy_mapped", "crc32c", "ffi", "lib", "raise_for"]
+
+# A bad block under a memory map is a SIGBUS; the guard makes the reads of segments and indexes
+# answer LS_ERR_IO instead (native/guard.c). Once per process; faults elsewhere go where they went.
+if lib.ls_guard_install() != lib.LS_OK:  # pragma: no cover - sigaction does not fail for SIGBUS
+    raise ImportError("logstore's native core could not install its SIGBUS guard (sigaction failed)")
 
 _MESSAGES: dict[int, tuple[type[errors.LogstoreError], str]] = {
     lib.LS_ERR_INCOMPLETE: (
@@ -32,6 +37,10 @@ _MESSAGES: dict[int, tuple[type[errors.LogstoreError], str]] = {
     lib.LS_ERR_ARGUMENT: (errors.InvalidArgumentError, "an argument is out of range"),
     lib.LS_ERR_NOT_FOUND: (errors.OffsetOutOfRangeError, "no batch holds the requested offset or timestamp"),
     lib.LS_ERR_OFFSET: (errors.CorruptRecordError, "batch offsets do not increase, or overflow the segment"),
+    lib.LS_ERR_IO: (
+        errors.MappedReadError,
+        "a page of a memory-mapped file could not be read in (I/O error or the file cut short)",
+    ),
     lib.LS_ERR_INVALID: (
         errors.InvalidRecordError,
         "a record batch breaks Kafka's rules for a producer's batch (record count, control, sequence)",
@@ -49,6 +58,16 @@ def check(rc: int, context: str = "") -> None:
     """Raise unless ``rc`` is ``LS_OK``."""
     if rc != 0:
         raise_for(rc, context)
+
+
+def copy_mapped(view: Any, context: str = "") -> bytearray:
+    """A copy of ``view``, a view of a memory-mapped file: a page that cannot be read in raises
+    :class:`~logstore.errors.MappedReadError` (an OSError) instead of killing the process."""
+    size = len(view)
+    out = bytearray(size)
+    if size:
+        check(lib.ls_copy(ffi.from_buffer(out), ffi.from_buffer(view), size), context)
+    return out
 
 
 def crc32c(data: Any, crc: int = 0) -> int:

@@ -113,5 +113,12 @@ class ClosedError(LogstoreError):
     """An operation on a closed segment, index, log or store."""
 
 
+class MappedReadError(LogstoreError, OSError):
+    """A page of a memory-mapped segment or index could not be read in (a bad block, or the file
+    cut short under its map): the native core's guard turned the SIGBUS into this error. It is an
+    OSError, so the log's directory fails as for any I/O error (storage/log_dir_failure.py); check
+    the disk (``dmesg``), then restart the broker to try the directory again."""
+
+
 class NativeCapacityError(LogstoreError):
     """An output buffer handed to the native core was too small (a bug)."""

@@ -202,7 +202,7 @@ static void scan_reset(ls_scan_t *scan) {
     scan->stop = LS_OK;
 }
 
-int ls_scan_batches(const uint8_t *buf, int64_t len, ls_scan_t *scan,
+int lsu_scan_batches(const uint8_t *buf, int64_t len, ls_scan_t *scan,
                     uint32_t *index_offsets, uint32_t *index_positions,
                     int64_t *time_timestamps, uint32_t *time_offsets,
                     int64_t index_cap) {
@@ -337,12 +337,12 @@ static int search_batches(const uint8_t *buf, int64_t len, int64_t position_star
     return LS_ERR_NOT_FOUND;
 }
 
-int ls_search_offset(const uint8_t *buf, int64_t len, int64_t position_start,
+int lsu_search_offset(const uint8_t *buf, int64_t len, int64_t position_start,
                      int64_t offset_target, int64_t *position_out, int64_t *size_out) {
     return search_batches(buf, len, position_start, offset_target, 0, position_out, size_out);
 }
 
-int ls_search_timestamp(const uint8_t *buf, int64_t len, int64_t position_start,
+int lsu_search_timestamp(const uint8_t *buf, int64_t len, int64_t position_start,
                         int64_t timestamp, int64_t *position_out, int64_t *size_out) {
     return search_batches(buf, len, position_start, timestamp, 1, position_out, size_out);
 }
@@ -377,7 +377,7 @@ int ls_batch_seal(uint8_t *batch, int64_t batch_len, int64_t base_offset,
     return LS_OK;
 }
 
-int ls_span_batches(const uint8_t *buf, int64_t len, int64_t position, int64_t bytes_max,
+int lsu_span_batches(const uint8_t *buf, int64_t len, int64_t position, int64_t bytes_max,
                     int64_t *size_out, int64_t *count_out) {
     if (buf == NULL || len < 0 || position < 0 || position > len || size_out == NULL ||
         count_out == NULL)
@@ -424,7 +424,7 @@ static int16_t control_type(const uint8_t *batch, int64_t size) {
     return (int16_t)ls_load_u16be(p + 2);
 }
 
-int ls_producer_batches(const uint8_t *buf, int64_t len, int64_t cap, int64_t *producer_ids,
+int lsu_producer_batches(const uint8_t *buf, int64_t len, int64_t cap, int64_t *producer_ids,
                         int16_t *epochs, int32_t *sequences_base, int32_t *sequence_deltas,
                         int64_t *offsets_base, int16_t *attributes, int16_t *control_types,
                         int64_t *count_out) {

@@ -13,7 +13,7 @@ import pathlib
 from cffi import FFI
 
 HERE = pathlib.Path(__file__).resolve().parent
-SOURCES = ["crc32c.c", "batch.c", "records.c", "index.c", "walk.c", "arrow.c"]
+SOURCES = ["crc32c.c", "batch.c", "records.c", "index.c", "walk.c", "arrow.c", "guard.c"]
 CORE_SOURCES = [str(pathlib.Path("native") / name) for name in SOURCES]
 
 

@@ -50,33 +50,33 @@ static int64_t index_lookup(const uint8_t *entries, int64_t count, int64_t entry
     return slot;
 }
 
-int64_t ls_offset_index_lookup(const uint8_t *entries, int64_t entry_count,
+int64_t lsu_offset_index_lookup(const uint8_t *entries, int64_t entry_count,
                                uint32_t offset_relative) {
     return index_lookup(entries, entry_count, LS_OFFSET_INDEX_ENTRY_SIZE,
                         (int64_t)offset_relative, offset_key);
 }
 
-int64_t ls_time_index_lookup(const uint8_t *entries, int64_t entry_count, int64_t timestamp) {
+int64_t lsu_time_index_lookup(const uint8_t *entries, int64_t entry_count, int64_t timestamp) {
     return index_lookup(entries, entry_count, LS_TIME_INDEX_ENTRY_SIZE, timestamp, time_key);
 }
 
-int ls_segment_locate(const uint8_t *log, int64_t log_len, const uint8_t *index,
+int lsu_segment_locate(const uint8_t *log, int64_t log_len, const uint8_t *index,
                       int64_t index_count, int64_t segment_base_offset,
                       int64_t offset_target, int64_t *position_out, int64_t *size_out) {
     if (offset_target < segment_base_offset || index_count < 0) return LS_ERR_ARGUMENT;
     int64_t position = 0;
     int64_t relative = offset_target - segment_base_offset;
     if (relative > UINT32_MAX) relative = UINT32_MAX;
-    int64_t slot = ls_offset_index_lookup(index, index_count, (uint32_t)relative);
+    int64_t slot = lsu_offset_index_lookup(index, index_count, (uint32_t)relative);
     if (slot >= 0) {
         position = (int64_t)ls_load_u32be(index + slot * LS_OFFSET_INDEX_ENTRY_SIZE + 4);
         /* A hint past the end means a damaged index; the caller rebuilds. */
         if (position > log_len) return LS_ERR_CORRUPT;
     }
-    return ls_search_offset(log, log_len, position, offset_target, position_out, size_out);
+    return lsu_search_offset(log, log_len, position, offset_target, position_out, size_out);
 }
 
-int ls_offset_index_verify(const uint8_t *log, int64_t log_len, const uint8_t *index,
+int lsu_offset_index_verify(const uint8_t *log, int64_t log_len, const uint8_t *index,
                            int64_t index_count, int64_t segment_base_offset, int64_t *slot_bad) {
     if (log_len < 0 || index_count < 0 || slot_bad == NULL) return LS_ERR_ARGUMENT;
     if ((log == NULL && log_len > 0) || (index == NULL && index_count > 0)) return LS_ERR_ARGUMENT;
@@ -100,7 +100,7 @@ int ls_offset_index_verify(const uint8_t *log, int64_t log_len, const uint8_t *i
     return LS_OK;
 }
 
-int ls_time_index_verify(const uint8_t *index, int64_t index_count,
+int lsu_time_index_verify(const uint8_t *index, int64_t index_count,
                          int64_t offset_relative_max, int64_t *slot_bad) {
     if (index_count < 0 || slot_bad == NULL || (index == NULL && index_count > 0))
         return LS_ERR_ARGUMENT;
@@ -119,7 +119,7 @@ int ls_time_index_verify(const uint8_t *index, int64_t index_count,
     return LS_OK;
 }
 
-int ls_time_index_verify_log(const uint8_t *log, int64_t log_len, const uint8_t *index,
+int lsu_time_index_verify_log(const uint8_t *log, int64_t log_len, const uint8_t *index,
                              int64_t index_count, int64_t segment_base_offset,
                              int64_t *slot_bad) {
     if (log_len < 0 || index_count < 0 || slot_bad == NULL) return LS_ERR_ARGUMENT;
@@ -149,11 +149,11 @@ int ls_time_index_verify_log(const uint8_t *log, int64_t log_len, const uint8_t 
     return LS_OK;
 }
 
-int64_t ls_segment_find(const uint8_t *log, int64_t log_len, const uint8_t *index,
+int64_t lsu_segment_find(const uint8_t *log, int64_t log_len, const uint8_t *index,
                         int64_t index_count, int64_t segment_base_offset, int64_t offset_target) {
     int64_t position, size;
     if (offset_target < segment_base_offset) offset_target = segment_base_offset;
-    int rc = ls_segment_locate(log, log_len, index, index_count, segment_base_offset, offset_target,
+    int rc = lsu_segment_locate(log, log_len, index, index_count, segment_base_offset, offset_target,
                                &position, &size);
     if (rc != LS_OK) return rc;
     ls_assert(position >= 0 && position <= INT32_MAX && size > 0 && size <= INT32_MAX);

@@ -22,7 +22,8 @@ enum {
     LS_ERR_ARGUMENT = -5,   /* an argument outside its documented range */
     LS_ERR_NOT_FOUND = -6,  /* no batch satisfies the search */
     LS_ERR_OFFSET = -7,     /* offsets not increasing, or beyond u32 of base */
-    LS_ERR_INVALID = -8     /* a client's batch Kafka refuses (LS_SCAN_CLIENT) */
+    LS_ERR_INVALID = -8,    /* a client's batch Kafka refuses (LS_SCAN_CLIENT) */
+    LS_ERR_IO = -9          /* a mapped page could not be read in (SIGBUS: guard.c) */
 };
 
 enum {
@@ -461,3 +462,15 @@ void ls_arena_release(void *base, int64_t size, uint32_t flags);
 
 /* Unmaps every kept arena; returns their bytes. */
 int64_t ls_arena_drop_cache(void);
+
+/* The mapped-read guard (guard.c). ls_guard_install takes SIGBUS once per
+ * process (idempotent; what handled it before still gets the faults outside
+ * a guarded call); from then on the functions that read segments or indexes
+ * (the scan, searches, spans, producer and decode walks, index lookups and
+ * verifications, ls_segment_locate/find) return LS_ERR_IO when a mapped page
+ * of their buffer cannot be read in, instead of the process dying. ls_copy copies len bytes; ls_touch reads one
+ * byte a page of buf, so that unguarded code may read it afterwards. */
+int ls_guard_install(void);
+int ls_guard_installed(void);
+int ls_copy(uint8_t *dst, const uint8_t *src, int64_t len);
+int ls_touch(const uint8_t *buf, int64_t len);

@@ -210,4 +210,36 @@ int ls_record_read(const uint8_t **p, const uint8_t *end, const uint8_t *base,
                    ls_record_view_t *r, int32_t *hkp, int32_t *hkl, int32_t *hvp,
                    int32_t *hvl, int64_t header_slots);
 
+/* The unguarded bodies of the read functions that guard.c wraps (same
+ * arguments and results; see ls_api.h). Core code calls these directly. */
+int lsu_scan_batches(const uint8_t *buf, int64_t len, ls_scan_t *scan, uint32_t *index_offsets,
+                     uint32_t *index_positions, int64_t *time_timestamps, uint32_t *time_offsets,
+                     int64_t index_cap);
+int lsu_search_offset(const uint8_t *buf, int64_t len, int64_t position_start, int64_t offset_target,
+                      int64_t *position_out, int64_t *size_out);
+int lsu_search_timestamp(const uint8_t *buf, int64_t len, int64_t position_start, int64_t timestamp,
+                         int64_t *position_out, int64_t *size_out);
+int lsu_span_batches(const uint8_t *buf, int64_t len, int64_t position, int64_t bytes_max,
+                     int64_t *size_out, int64_t *count_out);
+int lsu_producer_batches(const uint8_t *buf, int64_t len, int64_t cap, int64_t *producer_ids,
+                         int16_t *epochs, int32_t *sequences_base, int32_t *sequence_deltas,
+                         int64_t *offsets_base, int16_t *attributes, int16_t *control_types,
+                         int64_t *count_out);
+int lsu_decode_batches(const uint8_t *buf, int64_t len, int64_t record_cap, int64_t *offsets,
+                       int64_t *timestamps, int32_t *key_pos, int32_t *key_lens, int32_t *value_pos,
+                       int32_t *value_lens, int32_t *header_counts, int64_t *count_out);
+int64_t lsu_offset_index_lookup(const uint8_t *entries, int64_t entry_count, uint32_t offset_relative);
+int64_t lsu_time_index_lookup(const uint8_t *entries, int64_t entry_count, int64_t timestamp);
+int lsu_segment_locate(const uint8_t *log, int64_t log_len, const uint8_t *index, int64_t index_count,
+                       int64_t segment_base_offset, int64_t offset_target, int64_t *position_out,
+                       int64_t *size_out);
+int64_t lsu_segment_find(const uint8_t *log, int64_t log_len, const uint8_t *index, int64_t index_count,
+                         int64_t segment_base_offset, int64_t offset_target);
+int lsu_offset_index_verify(const uint8_t *log, int64_t log_len, const uint8_t *index,
+                            int64_t index_count, int64_t segment_base_offset, int64_t *slot_bad);
+int lsu_time_index_verify(const uint8_t *index, int64_t index_count, int64_t offset_relative_max,
+                          int64_t *slot_bad);
+int lsu_time_index_verify_log(const uint8_t *log, int64_t log_len, const uint8_t *index,
+                              int64_t index_count, int64_t segment_base_offset, int64_t *slot_bad);
+
 #endif

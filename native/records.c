@@ -239,7 +239,7 @@ static int decode_batch_records(const uint8_t *batch, const ls_batch_t *header, 
     return p == end ? LS_OK : LS_ERR_CORRUPT;
 }
 
-int ls_decode_batches(const uint8_t *buf, int64_t len, int64_t record_cap, int64_t *offsets,
+int lsu_decode_batches(const uint8_t *buf, int64_t len, int64_t record_cap, int64_t *offsets,
                       int64_t *timestamps, int32_t *key_pos, int32_t *key_lens,
                       int32_t *value_pos, int32_t *value_lens, int32_t *header_counts,
                       int64_t *count_out) {

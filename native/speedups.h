@@ -31,6 +31,7 @@ typedef enum {
     SP_ERR_POSITION,
     SP_ERR_INDEX_COUNT,
     SP_ERR_BATCH_FIELDS,
+    SP_ERR_MAPPED_READ,
     SP_ERR_END_ /* one past the last code */
 } sp_error_t;
 

@@ -41,6 +41,9 @@ static const struct sp_error_info {
     [SP_ERR_BATCH_FIELDS] = {"BATCH_FIELDS", "InvalidArgumentError",
                              "build batches with logstore.records.build_batch, which checks every field "
                              "and compresses"},
+    [SP_ERR_MAPPED_READ] = {"MAPPED_READ", "MappedReadError",
+                            "a page of the mapped segment or index could not be read in: check the disk "
+                            "(dmesg), then restart the broker to try its log directory again"},
 };
 
 static PyObject *sp_error_classes[SP_ERR_END_]; /* set at import, never released */

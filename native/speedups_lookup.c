@@ -163,8 +163,14 @@ static PyObject *record_at(PyObject *self, PyObject *const *args, Py_ssize_t nar
     PyObject *cache = args[5], *result = NULL;
     int64_t position, size;
     ls_batch_t header;
-    if (ls_segment_locate(log.buf, log.len, index.buf, index_count, base_offset, offset, &position,
-                          &size) != LS_OK) {
+    int rc = ls_segment_locate(log.buf, log.len, index.buf, index_count, base_offset, offset, &position,
+                               &size);
+    /* The batch's pages read in under the guard: what follows builds Python objects, which a
+     * SIGBUS must not interrupt (guard.c), and reads only pages just read. */
+    if (rc == LS_OK) rc = ls_touch((const uint8_t *)log.buf + position, size);
+    if (rc == LS_ERR_IO) {
+        sp_raise_error(SP_ERR_MAPPED_READ, "reading the batch of offset %lld", offset);
+    } else if (rc != LS_OK) {
         result = Py_NewRef(Py_None);
     } else if (ls_batch_header((const uint8_t *)log.buf + position, log.len - position, log.len,
                                &header) != LS_OK) {

@@ -38,6 +38,12 @@ static int (*const speedups_installs[])(PyObject *module) = {
 PyMODINIT_FUNC PyInit__speedups(void) {
     PyObject *module = PyModule_Create(&speedups_module);
     if (module == NULL) return NULL;
+    /* Lookups read memory-mapped segments: a bad block is an error, not a SIGBUS (guard.c). */
+    if (ls_guard_install() != LS_OK) {
+        PyErr_SetString(PyExc_ImportError, "logstore._speedups could not install its SIGBUS guard");
+        Py_DECREF(module);
+        return NULL;
+    }
     for (size_t i = 0; i < sizeof(speedups_installs) / sizeof(speedups_installs[0]); i++) {
         if (speedups_installs[i](module) < 0) {
             Py_DECREF(module);

@@ -39,6 +39,7 @@ from logstore.broker.quotas.connection_limits import ConnectionLimits
 from logstore.broker.replication.fetch_session import FetchSessionCache
 from logstore.broker.replication.replica_fetcher import FetcherSettings
 from logstore.broker.replication.replica_manager import ReplicaManager
+from logstore.broker.schema_registry import start_schema_registry
 from logstore.broker.transactions.producer_ids import ProducerIds
 from logstore.broker.transactions.state_topic import on_transaction_state_leadership, start_transactions
 from logstore.broker.transactions.transaction_io import BrokerTransactionIO
@@ -46,6 +47,7 @@ from logstore.broker.transactions.txn_verification import TransactionVerifier
 from logstore.coordinator.group.group_coordinator import GroupCoordinator
 from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
 from logstore.errors import InvalidConfigError
+from logstore.schemas.http import RegistryServer
 from logstore.security.authorizer import Authorizer, build_authorizer
 from logstore.security.credentials import CredentialStore, FileCredentialStore, ZkCredentialStore
 from logstore.storage.checkpoints import write_atomically
@@ -152,6 +154,7 @@ class Broker:
             spaces=self.disk_spaces,
         )
         self.metrics_server: MetricsServer | None = None
+        self.schema_registry: RegistryServer | None = None  # schema.registry.listeners (schema_registry.py)
         self.producer_ids = ProducerIds(self.data_dir)
         # Client quotas (client_quotas.py) and connection limits (connection_limits.py).
         self.connection_limits = ConnectionLimits(lambda: self.config)
@@ -235,6 +238,7 @@ class Broker:
         if metrics_address is not None:
             self.metrics_server = MetricsServer(self.metrics)
             await self.metrics_server.start(*metrics_address)
+        self.schema_registry = await start_schema_registry(self)
         self.security.use_credentials(self.credential_store())
         for listening in self._servers:
             await listening.start_serving()
@@ -340,6 +344,8 @@ class Broker:
             server.close()
         if self.metrics_server is not None:
             await self.metrics_server.close()
+        if self.schema_registry is not None:
+            await self.schema_registry.close()
         if self._reaper is not None:
             self._reaper.cancel()
         for connection in list(self.connections):

@@ -69,6 +69,9 @@ async def serve(config: BrokerConfig, data_dir: str | None, join: Join | None = 
             f"logstore broker {broker.node_id} listening on {name}://{host}:{port} (data: {broker.data_dir})",
             flush=True,
         )
+    if broker.schema_registry is not None:
+        for url in broker.schema_registry.urls:
+            print(f"logstore broker {broker.node_id} schema registry on {url}", flush=True)
     for key in config.ignored:
         _log.warning("config %s is not used by this broker; ignored", key)
     tune_gc()

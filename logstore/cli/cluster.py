@@ -44,7 +44,16 @@ def cluster() -> None:
     help="ZooKeeper's port on 127.0.0.1.",
 )
 @click.option("--racks", help="broker.rack of each broker, comma-separated (e.g. r1,r2,r1).")
-def cluster_up(directory: str, brokers: int, base_port: int, zookeeper_port: int, racks: str | None) -> None:
+@click.option(
+    "--registry-port",
+    type=click.IntRange(min=0, max=65_000),
+    default=8081,
+    show_default=True,
+    help="Broker i serves the schema registry on http://127.0.0.1:(registry-port + i - 1); 0: none.",
+)
+def cluster_up(
+    directory: str, brokers: int, base_port: int, zookeeper_port: int, racks: str | None, registry_port: int
+) -> None:
     """Start ZooKeeper and N brokers on 127.0.0.1, print the bootstrap list, stop all on Ctrl-C.
 
     Needs Debian's zookeeper package and Java 17 (`make test` installs both).
@@ -53,7 +62,7 @@ def cluster_up(directory: str, brokers: int, base_port: int, zookeeper_port: int
     from logstore.cluster.local import LocalCluster, run_until_stopped
 
     local = LocalCluster(directory, brokers, base_port, zookeeper_port,
-                         racks.split(",") if racks else None)  # fmt: skip
+                         racks.split(",") if racks else None, registry_port)  # fmt: skip
     with click_errors():
         code = run_until_stopped(local, lambda line: click.echo(line))
     raise SystemExit(code)

@@ -2,7 +2,8 @@
 
 Starts a ZooKeeper server and N ``logstore broker`` processes on 127.0.0.1
 (ports ``base_port`` .. ``base_port + N - 1``, broker ids 1 .. N, each with
-its own data directory under ``directory``), prints the bootstrap list once
+its own data directory under ``directory``, and its schema registry on
+``http://127.0.0.1:<registry_port + i - 1>`` unless ``registry_port`` is 0), prints the bootstrap list once
 every broker listens, and stops them all (brokers with SIGTERM, a controlled
 shutdown each, then ZooKeeper) when asked: Ctrl-C or SIGTERM. Everything is
 kept under ``directory``, so the next ``up`` on it finds its topics again.
@@ -40,6 +41,7 @@ class LocalCluster:
     base_port: int = 9092
     zookeeper_port: int = 2181
     racks: list[str] | None = None
+    registry_port: int = 8081  # broker i's schema registry: registry_port + i - 1; 0: none
     processes: dict[int, subprocess.Popen[str]] = field(default_factory=dict)
     zookeeper: ZooKeeperServer | None = None
 
@@ -61,7 +63,9 @@ class LocalCluster:
             say(f"ZooKeeper on {self.zookeeper.connect_string}")
             for broker_id in range(1, self.brokers + 1):
                 self._start_broker(broker_id)
-                say(f"broker {broker_id} on 127.0.0.1:{self.base_port + broker_id - 1}")
+                registry = (f", schema registry on http://127.0.0.1:{self.registry_port + broker_id - 1}"
+                            if self.registry_port else "")  # fmt: skip
+                say(f"broker {broker_id} on 127.0.0.1:{self.base_port + broker_id - 1}{registry}")
         except BaseException:
             self.stop()
             raise
@@ -78,6 +82,9 @@ class LocalCluster:
         ]  # fmt: skip
         if self.racks is not None:
             args += ["--override", f"broker.rack={self.racks[broker_id - 1]}"]
+        if self.registry_port:
+            registry = f"http://127.0.0.1:{self.registry_port + broker_id - 1}"
+            args += ["--override", f"schema.registry.listeners={registry}"]
         log_path = os.path.join(self.directory, f"broker-{broker_id}.log")
         with open(log_path, "a") as log:
             process = subprocess.Popen(

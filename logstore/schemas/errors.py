@@ -102,3 +102,45 @@ def reference_exists(subject: str, version: int) -> RegistryError:
     return RegistryError(
         422, 42206, f"One or more references exist to the schema {{subject={subject}, version={version}}}."
     )
+
+
+def subject_compatibility_not_configured(subject: str) -> RegistryError:
+    return RegistryError(
+        404, 40408,
+        f"Subject '{subject}' does not have subject-level compatibility configured; "
+        "ask with defaultToGlobal=true for the level that applies",
+    )  # fmt: skip
+
+
+def subject_mode_not_configured(subject: str) -> RegistryError:
+    return RegistryError(
+        404, 40409,
+        f"Subject '{subject}' does not have subject-level mode configured; "
+        "ask with defaultToGlobal=true for the mode that applies",
+    )  # fmt: skip
+
+
+def bad_request(why: str) -> RegistryError:
+    """A body that is not JSON (Confluent answers Jackson's parse errors with 400)."""
+    return RegistryError(400, 400, why)
+
+
+def unprocessable(why: str) -> RegistryError:
+    """JSON of the wrong shape (Confluent answers Jackson's mapping errors with 422)."""
+    return RegistryError(422, 422, why)
+
+
+def store_error(why: str) -> RegistryError:
+    return RegistryError(500, 50001, f"Error in the backend data store: {why}")
+
+
+def operation_timeout(why: str) -> RegistryError:
+    return RegistryError(500, 50002, f"Operation timed out: {why}")
+
+
+def forwarding_error(why: str) -> RegistryError:
+    return RegistryError(500, 50003, f"Error while forwarding the request to the primary: {why}")
+
+
+def unknown_leader(why: str) -> RegistryError:
+    return RegistryError(500, 50004, f"Unknown primary: {why}")

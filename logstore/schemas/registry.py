@@ -33,6 +33,7 @@ above every id.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -140,6 +141,10 @@ class Registry:
     """Confluent's operations over a :class:`RegistryState` (see the module doc)."""
 
     state: RegistryState = field(default_factory=RegistryState)
+    # (type, canonical text, references) -> the lowest id with them, for the first _indexed ids of
+    # state.by_id (which only grows, in insertion order): a register finds its id in O(1).
+    _ids: dict[tuple[str, str, tuple[Reference, ...]], int] = field(default_factory=dict, compare=False, repr=False)
+    _indexed: int = field(default=0, compare=False, repr=False)
 
     # -- reading ---------------------------------------------------------------
 
@@ -187,6 +192,12 @@ class Registry:
             if (deleted or not made.deleted) and self._same(made, canonical, schema_type, references):
                 return made
         raise errors.schema_not_found()
+
+    def normalize(self, schema_type: str, schema: str, references: Sequence[Reference] = ()) -> str:
+        """``schema`` in its type's normal form (``?normalize=true``): Avro as its library writes it,
+        JSON Schema with its keys sorted, Protobuf rendered back from its descriptors; so that
+        texts that differ only in form register once. 42201 if it does not parse."""
+        return self._parse(schema_type, schema, references).normalized()
 
     def compatibility(self, subject: str | None = None, fallback: bool = True) -> str | None:
         """The level that applies to ``subject`` (its own, else the global one, else BACKWARD);
@@ -288,13 +299,23 @@ class Registry:
         assert level is not None
         return level, [config_record(subject, None)]
 
-    def set_mode(self, mode: str, subject: str | None = None) -> list[Record]:
+    def set_mode(self, mode: str, subject: str | None = None, force: bool = False) -> list[Record]:
+        """``force``: IMPORT even with subjects registered (Confluent's ``?force=true``)."""
         mode = mode.upper()
         if mode not in MODES:
             raise errors.invalid_mode(mode)
-        if mode == "IMPORT" and subject is None and self.subjects():
-            raise errors.operation_not_permitted("Cannot import since found existing subjects")
+        if mode == "IMPORT" and subject is None and self.subjects() and not force:
+            raise errors.operation_not_permitted(
+                "Cannot import since found existing subjects; set the mode with force=true to import anyway"
+            )
         return [mode_record(subject, mode)]
+
+    def delete_mode(self, subject: str) -> tuple[str, list[Record]]:
+        """Drop the subject's own mode (the global one applies again); (the mode it had, records)."""
+        found = self.state.modes.get(subject)
+        if found is None:
+            raise errors.subject_mode_not_configured(subject)
+        return found, [mode_record(subject, None)]
 
     # -- inside ------------------------------------------------------------------
 
@@ -332,11 +353,24 @@ class Registry:
                 if not made.deleted and any(r.subject == subject and r.version == version for r in made.references):
                     raise errors.reference_exists(subject, version)
 
-    def _referenced_texts(self, references: Sequence[Reference]) -> list[str]:
-        return [self.version(r.subject, r.version).schema for r in references]
+    def _referenced(self, references: Sequence[Reference]) -> list[tuple[str, str]]:
+        """(name, text) of the references and of theirs, each once, dependencies first."""
+        found: list[tuple[str, str]] = []
+        seen: set[tuple[str, int]] = set()
+
+        def visit(refs: Sequence[Reference]) -> None:
+            for ref in refs:
+                made = self.version(ref.subject, ref.version)
+                if (made.subject, made.version) not in seen:
+                    seen.add((made.subject, made.version))
+                    visit(made.references)
+                    found.append((ref.name, made.schema))
+
+        visit(references)
+        return found
 
     def _parse(self, schema_type: str, schema: str, references: Sequence[Reference]) -> compat.ParsedSchema:
-        return compat.parse(schema_type, schema, self._referenced_texts(references))
+        return compat.parse(schema_type, schema, self._referenced(references))  # cached there
 
     def _parsed(self, made: SchemaValue) -> compat.ParsedSchema:
         return self._parse(made.schema_type, made.schema, made.references)
@@ -355,10 +389,18 @@ class Registry:
         return self._parse(made.schema_type, made.schema, made.references).canonical() == canonical
 
     def _id_of(self, canonical: str, schema_type: str, references: Sequence[Reference]) -> int:
-        for schema_id, made in sorted(self.state.by_id.items()):
-            if self._same_schema(made, canonical, schema_type, references):
-                return schema_id
-        return self.state.next_id
+        by_id, ids = self.state.by_id, self._ids
+        if self._indexed < len(by_id):
+            for schema_id, made in itertools.islice(by_id.items(), self._indexed, None):
+                try:
+                    text = self._parse(made.schema_type, made.schema, made.references).canonical()
+                except errors.RegistryError:
+                    continue  # its references are gone: nothing registered now can be it
+                key = (made.schema_type, text, tuple(made.references))
+                if schema_id < ids.get(key, schema_id + 1):
+                    ids[key] = schema_id
+            self._indexed = len(by_id)
+        return ids.get((schema_type, canonical, tuple(references)), self.state.next_id)
 
 
 def replay(records: Iterable[Record], state: RegistryState | None = None) -> RegistryState:

@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from logstore._native import ffi, lib
+from logstore._native import ffi, lib, raise_for
 from logstore.errors import ClosedError, CorruptIndexError, InvalidArgumentError
 
 # Entries an append writes one by one rather than through numpy.
@@ -344,7 +344,10 @@ class OffsetIndex(_SparseIndex):
         relative = offset - self.base_offset
         if relative < 0:
             return -1
-        return int(lib.ls_offset_index_lookup(self._ptr, self._entries, min(relative, 0xFFFFFFFF)))
+        slot = int(lib.ls_offset_index_lookup(self._ptr, self._entries, min(relative, 0xFFFFFFFF)))
+        if slot == lib.LS_ERR_IO:
+            raise_for(slot, f"looking up offset {offset} in {self.path}")
+        return slot
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or below ``offset``, else (base, 0)."""
@@ -434,6 +437,8 @@ class TimeIndex(_SparseIndex):
         """(timestamp, offset) of the last entry at or below ``timestamp``, else (-1, base)."""
         self._check_open()
         slot = int(lib.ls_time_index_lookup(self._ptr, self._entries, timestamp))
+        if slot == lib.LS_ERR_IO:
+            raise_for(slot, f"looking up timestamp {timestamp} in {self.path}")
         return self.entry(slot) if slot >= 0 else (-1, self.base_offset)
 
     def truncate_to(self, offset: int) -> None:

@@ -57,6 +57,9 @@ DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 # Index entries an append's scan can yield into the segment's reusable scratch.
 _APPEND_SCRATCH_CAP = 64
+# Reads below this many bytes are served by copying from the map, larger ones by sendfile
+# (broker/apis/fetch.py): a copy costs less than a sendfile's system calls below it.
+COPIED_READ_BYTES = 16 * 1024
 
 
 def _scratch_pointers(scratch: tuple[Any, Any, Any]) -> tuple[Any, ...]:
@@ -540,9 +543,15 @@ class LogSegment:
             return None
         out = ffi.new("int64_t[2]")
         rc = lib.ls_span_batches(self._pointer(), end, position, max_bytes, out, out + 1)
+        size = int(out[0])
+        if rc == 0 and size < COPIED_READ_BYTES:
+            # A span this small is served by a copy from the map (broker/apis/fetch.py), not by
+            # sendfile: its pages are read in here, under the SIGBUS guard, so that a bad block is
+            # this read's I/O error (the log's directory fails) and never a signal in the copy.
+            rc = lib.ls_touch(self._map_ptr + position, size)
         if rc != 0:
             raise_for(rc, f"reading {self.log_path} at byte {position}")
-        return SegmentRead(self, position, int(out[0]), self.view(position, int(out[0])))
+        return SegmentRead(self, position, size, self.view(position, size))
 
     def record_at(self, offset: int) -> Record | None:
         """The record with ``offset``, or None if no record has it. O(log n), one C call.

@@ -22,6 +22,7 @@ starts without faults and the checker reads everything back:
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -31,9 +32,10 @@ from typing import Any
 import confluent_kafka
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from tests.kit import fiu
-from tests.kit.brokerkit import BrokerProcess, create_topic, free_port
+from tests.kit.brokerkit import BrokerProcess, create_topic, free_port, read_records, read_values
 from tests.kit.certs import TestPKI
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -46,6 +48,7 @@ AFTER_S = 0.5  # load after the fault
 PAD = b"." * 200  # fetches of the backlog above the broker's sendfile minimum (16 KiB): pread over TLS
 
 Acked = dict[bytes, tuple[str, int, int]]  # value -> (topic, partition, offset)
+ASSIGNMENT = [(t, p) for t in TOPICS for p in range(PARTITIONS)]
 
 
 OVERRIDES = {"log.segment.bytes": str(256 * 1024), "log.roll.ms": "300", "log.flush.offset.checkpoint.interval.ms": "200"}
@@ -143,26 +146,6 @@ def _backlog(bootstrap: str, acked: Acked, sent: set[bytes]) -> None:
     assert producer.flush(30) == 0 and len(acked) == 3000
 
 
-def _read_back(bootstrap: str, expected: int) -> list[tuple[str, int, int, bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(t, p, 0) for t in TOPICS for p in range(PARTITIONS)])
-    found: list[tuple[str, int, int, bytes]] = []
-    deadline, idle_until = time.monotonic() + 60, None
-    try:
-        while time.monotonic() < deadline:
-            for message in consumer.consume(1000, 0.2):
-                assert message.error() is None, message.error()
-                found.append((message.topic() or "", message.partition() or 0, message.offset() or 0,
-                              message.value() or b""))  # fmt: skip
-            if len(found) >= expected:
-                idle_until = idle_until or time.monotonic() + 1.0
-                if time.monotonic() > idle_until:
-                    break
-    finally:
-        consumer.close()
-    return found
-
-
 def test_io_errors_at_every_point_lose_nothing_and_crash_nothing(tmp_path: Path) -> None:
     reason = fiu.unavailable()
     if reason:
@@ -196,7 +179,7 @@ def test_io_errors_at_every_point_lose_nothing_and_crash_nothing(tmp_path: Path)
     broker.wrapper = ()
     broker.start()
     try:
-        found = _read_back(broker.bootstrap, len(acked))
+        found = read_records(broker.bootstrap, ASSIGNMENT, len(acked), timeout=60)
     finally:
         broker.stop()
     where: dict[bytes, list[tuple[str, int, int]]] = {}
@@ -259,3 +242,51 @@ def test_a_corrupt_batch_on_disk_is_an_error_for_that_fetch_never_data(tmp_path:
     assert values[0] == [b"value-%04d" % n for n in range(0, 100, 2)], values[0][-3:]  # up to the bad one
     assert values[1] == [b"value-%04d" % n for n in range(1, 200, 2)]
     assert b"value-0110" not in values[0]
+
+
+def test_a_segment_cut_short_under_its_map_fails_its_directory_not_the_broker(tmp_path: Path) -> None:
+    """A mapped page that cannot be read in (here: a sealed segment cut short under the broker's map,
+    whose pages past the cut raise SIGBUS as a bad block's do) is an I/O error for that read: the
+    segment's log directory fails (KAFKA_STORAGE_ERROR, no leader), the broker lives on, the other
+    directory keeps serving, and SIGTERM exits 0. Without native/guard.c the broker dies of SIGBUS."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    broker = BrokerProcess(",".join(map(str, dirs)), {"log.segment.bytes": str(64 << 10)},
+                           log_dir=str(tmp_path)).start()  # fmt: skip
+    try:
+        create_topic(broker.bootstrap, "cut", 4)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5})
+        for n in range(4000):
+            producer.produce("cut", b"%05d" % n + PAD, partition=n % 4)
+        assert producer.flush(30) == 0
+        assert len(read_values(broker.bootstrap, "cut", "read_uncommitted", 4000)) == 4000  # maps the segments
+        placed = {d: sorted(int(p.name.split("-")[1]) for p in d.glob("cut-*")) for d in dirs}
+        assert placed[dirs[0]] and placed[dirs[1]], placed
+        victim = placed[dirs[0]][0]
+        segment = dirs[0] / f"cut-{victim}" / "00000000000000000000.log"
+        assert segment.stat().st_size > 32 << 10
+        os.truncate(segment, 4096)
+
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("cut", victim, 0)])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "failed" not in broker.log_text():
+            consumer.poll(0.2)
+        consumer.close()
+        assert broker.alive, broker.log_text()[-3000:]
+        assert "could not be read in" in broker.log_text(), broker.log_text()[-3000:]
+        shown = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics("cut", timeout=10).topics["cut"]
+        assert all(shown.partitions[p].leader == -1 for p in placed[dirs[0]])
+        assert all(shown.partitions[p].leader == 0 for p in placed[dirs[1]])
+        # The other directory serves on: new records are acknowledged and everything reads back.
+        for n in range(4000, 4100):
+            producer.produce("cut", b"%05d" % n + PAD, partition=placed[dirs[1]][n % len(placed[dirs[1]])])
+        assert producer.flush(30) == 0
+        kept = read_records(broker.bootstrap, [("cut", p) for p in placed[dirs[1]]], 1000 * len(placed[dirs[1]]) + 100)
+        assert sorted(v[:5] for _, _, _, v in kept) == sorted(
+            [b"%05d" % n for n in range(4000) if n % 4 in placed[dirs[1]]]
+            + [b"%05d" % n for n in range(4000, 4100)]
+        )
+        assert broker.stop() == 0
+    finally:
+        if broker.alive:
+            broker.kill()

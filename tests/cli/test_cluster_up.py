@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 
 import pytest
 
@@ -45,8 +47,14 @@ def test_cluster_up_starts_every_broker_and_stops_them_all_on_ctrl_c(tmp_path: p
         if zk_port not in (base, base + 1):
             break
         zk_port = free_port()
+    registry = consecutive_free_ports(2)
+    for _ in range(20):  # bounded: two ports clear of the others
+        if not {registry, registry + 1} & {base, base + 1, zk_port}:
+            break
+        registry = consecutive_free_ports(2)
     command = [sys.executable, "-m", "logstore", "cluster", "up", "-n", "2", "--dir", str(tmp_path / "c"),
-               "--base-port", str(base), "--zookeeper-port", str(zk_port), "--racks", "r1,r2"]  # fmt: skip
+               "--base-port", str(base), "--zookeeper-port", str(zk_port), "--racks", "r1,r2",
+               "--registry-port", str(registry)]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     assert process.stdout is not None
@@ -62,6 +70,9 @@ def test_cluster_up_starts_every_broker_and_stops_them_all_on_ctrl_c(tmp_path: p
         wait_until(lambda: len(admin.list_topics(timeout=10).brokers) == 2, "both brokers in the metadata")
         racks = {b.id: b for b in admin.list_topics(timeout=10).brokers.values()}
         assert set(racks) == {1, 2}
+        for port in (registry, registry + 1):  # each broker serves the schema registry
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/subjects", timeout=10) as reply:
+                assert json.loads(reply.read()) == []
     finally:
         process.send_signal(signal.SIGINT)  # Ctrl-C
         code = process.wait(120)

@@ -167,6 +167,44 @@ def set_broker_config(bootstrap: str, name: str, value: str, node: int = 0, time
     future.result(timeout)
 
 
+def read_records(
+    bootstrap: str,
+    assignment: list[tuple[str, int]],
+    expected: int,
+    timeout: float = 20,
+    client: Any = None,
+    isolation: str = "read_uncommitted",
+) -> list[tuple[str, int, int, bytes]]:
+    """(topic, partition, offset, value) of every record of ``assignment``'s (topic, partition)s
+    from the start (assigned, no group), in the order read; reads on for a second past ``expected``
+    so that extra records would be seen. ``client``: the module with ``Consumer`` and
+    ``TopicPartition`` (confluent_kafka, or logstore.client). A message with an error fails the read."""
+    if client is None:
+        import confluent_kafka as client
+
+    consumer = client.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}", "isolation.level": isolation,
+        "enable.auto.commit": False,
+    })  # fmt: skip
+    found: list[tuple[str, int, int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    idle_until: float | None = None
+    try:
+        consumer.assign([client.TopicPartition(topic, p, 0) for topic, p in assignment])
+        while time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.2):
+                assert message.error() is None, message.error()
+                found.append((message.topic() or "", message.partition() or 0, message.offset() or 0,
+                              message.value() or b""))  # fmt: skip
+            if len(found) >= expected:
+                idle_until = idle_until or time.monotonic() + 1.0
+                if time.monotonic() > idle_until:
+                    break
+    finally:
+        consumer.close()
+    return found
+
+
 def read_values(
     bootstrap: str,
     topic: str,
@@ -176,35 +214,18 @@ def read_values(
     client: Any = None,
     partitions: int | None = None,
 ) -> list[bytes]:
-    """Every value of ``topic`` from the start (assigned, no group), in partition then offset order;
-    reads on for a second past ``expected`` so that extra records would be seen. ``client``: the
-    module with ``Consumer`` and ``TopicPartition`` (confluent_kafka, or logstore.client);
-    ``partitions``: how many (else asked of the broker). A message with an error fails the read."""
+    """Every value of ``topic`` from the start (:func:`read_records`), in partition then offset
+    order. ``partitions``: how many (else asked of the broker)."""
     if client is None:
         import confluent_kafka as client
-
-    consumer = client.Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}", "isolation.level": isolation,
-        "enable.auto.commit": False,
-    })  # fmt: skip
     if partitions is None:
-        partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-    consumer.assign([client.TopicPartition(topic, p, 0) for p in range(partitions)])
-    values: list[tuple[int, int, bytes]] = []
-    deadline = time.monotonic() + timeout
-    idle_until: float | None = None
-    try:
-        while time.monotonic() < deadline:
-            for message in consumer.consume(1000, 0.2):
-                assert message.error() is None, message.error()
-                values.append((message.partition() or 0, message.offset() or 0, message.value() or b""))
-            if len(values) >= expected:
-                idle_until = idle_until or time.monotonic() + 1.0
-                if time.monotonic() > idle_until:
-                    break
-    finally:
-        consumer.close()
-    return [value for _, _, value in sorted(values)]
+        admin = client.Consumer({"bootstrap.servers": bootstrap, "group.id": "metadata"})
+        try:
+            partitions = len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+        finally:
+            admin.close()
+    found = read_records(bootstrap, [(topic, p) for p in range(partitions)], expected, timeout, client, isolation)
+    return [value for _, _, _, value in sorted(found, key=lambda record: (record[1], record[2]))]
 
 
 def produce_numbered(

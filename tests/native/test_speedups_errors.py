@@ -10,7 +10,9 @@ used to re-wrap bare ValueErrors, and the conventions that stay Python's own
 
 from __future__ import annotations
 
+import mmap
 import struct
+import tempfile
 from collections.abc import Callable
 
 import pytest
@@ -21,6 +23,7 @@ from logstore.errors import (
     CorruptRecordError,
     InvalidArgumentError,
     LogstoreError,
+    MappedReadError,
     RecordDecodeError,
 )
 from logstore.records import Record, RecordBatch, build_batch
@@ -70,6 +73,17 @@ def record_at(log: bytes, offset: int, index: bytes = b"", index_count: int = 0)
     return _speedups.record_at(log, index, index_count, base, offset, {})
 
 
+def record_at_cut_map(offset: int) -> object:
+    """record_at over the map of a file cut to nothing under it: its pages raise SIGBUS, which the
+    guard (native/guard.c) turns into the MAPPED_READ error."""
+    with tempfile.TemporaryFile() as f:
+        f.write(PLAIN * (8192 // len(PLAIN) + 1))
+        f.flush()
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as log:
+            f.truncate(0)
+            return _speedups.record_at(log, b"", 0, 5, offset, {})
+
+
 Case = tuple[str, Callable[[], object], str]
 
 # (code name, the call that fails, what the message says before the hint)
@@ -97,6 +111,7 @@ CASES: list[Case] = [
     ("INDEX_COUNT", lambda: record_at(PLAIN, 5, b"", -1), "index_count -1"),
     ("BATCH_FIELDS", lambda: _speedups.encode_plain([b"a"], -1, 0, -1, -1, -1, -1, 0), "base_offset must be at least 0, got -1"),
     ("BATCH_FIELDS", lambda: _speedups.encode_plain([b"a"], 0, 0, -1, -1, -1, -1, 3), "attributes 0x3 name a codec"),
+    ("MAPPED_READ", lambda: record_at_cut_map(5), "reading the batch of offset 5"),
 ]  # fmt: skip
 
 
@@ -107,8 +122,8 @@ def test_the_table() -> None:
         assert getattr(_speedups, f"ERR_{name}") == code > 0
         # "message; hint": a hint is one clause, without a semicolon or a final period.
         assert issubclass(cls, LogstoreError) and hint and ";" not in hint and not hint.endswith(".")
-        # Existing `except ValueError` callers keep working for every code.
-        assert issubclass(cls, ValueError)
+        # Existing `except ValueError` callers keep working for every code but an I/O error's.
+        assert issubclass(cls, OSError if name == "MAPPED_READ" else ValueError)
     assert len({hint for _, _, hint in _speedups.ERRORS.values()}) == len(names)
 
 
@@ -131,7 +146,8 @@ def test_each_code_raises_its_class_with_its_hint(name: str, call: Callable[[], 
 def test_classes_by_kind() -> None:
     for name, cls, _ in _speedups.ERRORS.values():
         argument = name in {"NUM_PARTITIONS", "POSITION", "INDEX_COUNT", "BATCH_FIELDS"}
-        assert cls is (InvalidArgumentError if argument else RecordDecodeError), name
+        expected = MappedReadError if name == "MAPPED_READ" else InvalidArgumentError if argument else RecordDecodeError
+        assert cls is expected, name
     assert issubclass(RecordDecodeError, CorruptRecordError) and issubclass(RecordDecodeError, ValueError)
 
 

@@ -30,17 +30,19 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from logstore._native import copy_mapped
 from logstore.broker.api_definition import Api
 from logstore.broker.context import Deferred, RequestContext, Services
 from logstore.broker.replication.fetch_session import FetchContext, FetchItem, answer
 from logstore.broker.replication.replica_manager import PartitionRead
-from logstore.errors import LogstoreError
+from logstore.errors import LogstoreError, MappedReadError
 from logstore.protocol import NO_THROTTLE, FileRegion, build, codec
 from logstore.security import operations
 from logstore.security.acls import ResourceType
 from logstore.storage.log import ReadResult
+from logstore.storage.segment import COPIED_READ_BYTES
 
-SENDFILE_MIN_BYTES = 16 * 1024
+SENDFILE_MIN_BYTES = COPIED_READ_BYTES  # Segment.read reads such spans in under the SIGBUS guard
 
 
 def _read_all(
@@ -90,7 +92,10 @@ def _records(read: ReadResult | None) -> Any:
         return b""
     segment_read = read.segment_read
     if segment_read.size < SENDFILE_MIN_BYTES:
-        return bytes(segment_read.view)
+        try:
+            return copy_mapped(segment_read.view)  # its pages were read in by Segment.read
+        except MappedReadError:
+            return b""  # evicted and unreadable since: the next read fails the log's directory
     try:
         return FileRegion(segment_read.segment.fileno(), segment_read.position, segment_read.size)
     except LogstoreError:

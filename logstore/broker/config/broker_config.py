@@ -204,6 +204,13 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "sasl.login.refresh.buffer.seconds": ("short", 300, 0),
     # logstore's own: the Prometheus endpoint, http://host:port (empty: off; docs/metrics.md).
     "metrics.listener": ("string", "", None),
+    # The schema registry (Confluent's API; logstore/broker/schema_registry.py): http://host:port[,...]
+    # (empty: off), and the largest request body it reads.
+    "schema.registry.listeners": ("string", "", None),
+    "schema.registry.max.request.bytes": ("int", 8 * 1024 * 1024, 1024),
+    # NONE, or BASIC: HTTP basic auth against the SASL PLAIN users and SCRAM credentials. https://
+    # listeners take the ssl.* keys (PEM), listener.name.schema_registry.ssl.* overriding them.
+    "schema.registry.authentication.method": ("string", "NONE", None),
     # logstore's own: the web console served beside the broker, http://host:port (empty: off;
     # started by the `logstore broker` command, docs/console.md).
     "console.listeners": ("string", "", None),
@@ -425,6 +432,13 @@ class BrokerConfig:
         if config.values["advertised.listeners"]:
             parse_listeners(config.values["advertised.listeners"], "advertised.listeners")
         parse_metrics_listener(config.values["metrics.listener"])
+        parse_schema_registry_listeners(config.values["schema.registry.listeners"])
+        method = str(config.values["schema.registry.authentication.method"]).upper()
+        if method not in ("NONE", "BASIC"):
+            raise InvalidConfigError(
+                f"schema.registry.authentication.method={method}: use NONE or BASIC (HTTP basic auth "
+                "against the broker's SASL PLAIN and SCRAM users)"
+            )
         return config
 
     @classmethod
@@ -537,3 +551,37 @@ def parse_metrics_listener(value: str | None) -> tuple[str, int] | None:
     if port > 65535:
         raise InvalidConfigError(f"metrics.listener: port {port} is out of range (0-65535)")
     return match["host"].strip("[]"), port
+
+
+_REGISTRY_LISTENER = re.compile(r"^(?P<scheme>https?)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+):(?P<port>\d{1,5})/?$")
+
+
+def parse_schema_registry_listeners(value: str | None) -> list[tuple[str, str, int]]:
+    """``schema.registry.listeners``: comma-separated ``http(s)://host:port`` -> [(scheme, host,
+    port)]; empty -> [].
+
+    >>> parse_schema_registry_listeners("http://127.0.0.1:8081,https://[::1]:8082")
+    [('http', '127.0.0.1', 8081), ('https', '::1', 8082)]
+    >>> parse_schema_registry_listeners("")
+    []
+    >>> parse_schema_registry_listeners("127.0.0.1:8081")
+    Traceback (most recent call last):
+    ...
+    logstore.errors.InvalidConfigError: schema.registry.listeners: '127.0.0.1:8081' is not http://host:port or https://host:port (e.g. http://127.0.0.1:8081); leave it empty to turn the registry off
+    """
+    found = []
+    for text in (value or "").split(","):
+        text = text.strip()
+        if not text:
+            continue
+        match = _REGISTRY_LISTENER.match(text)
+        if match is None:
+            raise InvalidConfigError(
+                f"schema.registry.listeners: {text!r} is not http://host:port or https://host:port "
+                "(e.g. http://127.0.0.1:8081); leave it empty to turn the registry off"
+            )
+        port = int(match["port"])
+        if port > 65535:
+            raise InvalidConfigError(f"schema.registry.listeners: port {port} is out of range (0-65535)")
+        found.append((match["scheme"], match["host"].strip("[]"), port))
+    return found
