@@ -41,9 +41,12 @@ def parse_listen(value: str) -> tuple[str, int]:
 @click.option("--metrics-url", "metrics_urls", multiple=True, metavar="URL",
               help="A broker's Prometheus endpoint (repeatable), e.g. http://127.0.0.1:9404/metrics: bytes in "
                    "and out on the overview.")  # fmt: skip
+@click.option("--schema-registry-url", default=None, metavar="URL",
+              help="A schema registry (e.g. http://127.0.0.1:8081): values in Confluent's wire format decode "
+                   "through it (Avro, JSON Schema).")  # fmt: skip
 @click.option("--title", default="logstore console", show_default=True, help="The name on every page.")
 def console(bootstrap_server: str, listen: str, read_only: bool, command_config: tuple[str, ...],
-            metrics_urls: tuple[str, ...], title: str) -> None:  # fmt: skip
+            metrics_urls: tuple[str, ...], schema_registry_url: str | None, title: str) -> None:  # fmt: skip
     """A web console for a Kafka-compatible cluster: topics, messages, consumer groups.
 
     \b
@@ -71,11 +74,11 @@ def console(bootstrap_server: str, listen: str, read_only: bool, command_config:
         serve,
     )
 
-    for url in metrics_urls:
+    for url in [*metrics_urls, *([schema_registry_url] if schema_registry_url else [])]:
         if not url.startswith(("http://", "https://")):
-            raise click.BadParameter(f"{url!r} is not an http:// URL", param_hint="--metrics-url")
+            raise click.BadParameter(f"{url!r} is not an http:// URL", param_hint="--metrics-url or --schema-registry-url")
     settings = ConsoleSettings(bootstrap_server, config, read_only=read_only, title=title,
-                               metrics_urls=list(metrics_urls))  # fmt: skip
+                               metrics_urls=list(metrics_urls), schema_registry_url=schema_registry_url)  # fmt: skip
     with click_errors():
         serve(settings, host, port, ready=lambda url: click.echo(f"logstore console listening on {url}", nl=True))
 
@@ -125,5 +128,13 @@ def console_beside_broker(config: Any) -> str | None:
     if metrics.startswith("http://"):
         metrics_host, _, metrics_port = metrics.removeprefix("http://").rstrip("/").rpartition(":")
         urls = [f"http://{'127.0.0.1' if metrics_host in ('', '0.0.0.0') else metrics_host}:{metrics_port}/metrics"]
+    registry = str(config.values.get("schema.registry.listeners") or "").split(",")[0].strip()
+    registry_url = None
+    if registry:
+        scheme, _, address = registry.partition("://")
+        registry_host, _, registry_port = address.rstrip("/").rpartition(":")
+        registry_host = "127.0.0.1" if registry_host in ("", "0.0.0.0") else registry_host
+        registry_url = f"{scheme}://{registry_host}:{registry_port}"
     with click_errors():
-        return serve_in_thread(ConsoleSettings(bootstrap, client, metrics_urls=urls), host, port)
+        return serve_in_thread(ConsoleSettings(bootstrap, client, metrics_urls=urls,
+                                               schema_registry_url=registry_url), host, port)  # fmt: skip

@@ -32,6 +32,7 @@ from logstore.console.pages import (
     render,
     settings_of,
 )
+from logstore.console.schemas import Registry
 
 log = logging.getLogger("logstore.console")
 
@@ -115,6 +116,7 @@ def make_app(settings: ConsoleSettings) -> web.Application:
     app[SETTINGS] = settings
     app[auth.SESSIONS] = auth.Sessions()
     app[traffic.METER] = traffic.Meter(settings.metrics_urls)
+    app[messages.SCHEMA_REGISTRY] = Registry(settings.schema_registry_url)
     app.router.add_get("/healthz", healthz)
     app.router.add_route("*", "/login", auth.login)
     app.router.add_post("/logout", auth.logout)

@@ -43,6 +43,7 @@ from logstore.console.pages import (
     text_value,
     topic_name,
 )
+from logstore.console.schemas import Registry, decode_all
 
 MAX_SCAN = 1_000_000
 DEFAULT_SCAN = 100_000
@@ -55,7 +56,7 @@ MAX_PATTERN = 200
 """The longest filter: a regular expression is compiled once and run against every record scanned."""
 MAX_HEADERS = 50
 BATCH = 2_000
-DECODINGS = ("text", "json", "hex")
+DECODINGS = ("text", "json", "hex", "schema")
 STARTS = ("end", "beginning", "offset", "time")
 
 
@@ -293,6 +294,8 @@ def scan(clients: Clients, search: Search, outcome: Outcome) -> Iterator[Record]
         consumer.close()
 
 
+SCHEMA_REGISTRY = web.AppKey("schema_registry", Registry)
+
 MAX_SEARCHES = 4
 """Searches and exports running at once in one console; one more is a 503 (try again)."""
 _SEARCHES = threading.BoundedSemaphore(MAX_SEARCHES)
@@ -318,7 +321,7 @@ def _run_search(clients: Clients, search: Search) -> Outcome:
     return outcome
 
 
-def decode(data: bytes | None, how: str) -> tuple[str, str]:
+def decode(data: bytes | None, how: str, where: tuple[int, int, str] | None = None) -> tuple[str, str]:
     """(the text to show, a note) for key or value bytes decoded as ``how``."""
     if data is None:
         return "", "null"
@@ -346,7 +349,21 @@ async def browse(request: web.Request) -> web.StreamResponse:
     search = search_of(request.query, topic)
     outcome = await blocking(f"searching {topic!r}", lambda: run_search(clients, search),
                              search.max_seconds + 20)  # fmt: skip
-    context = {"outcome": outcome, "decoding": decoding, "decode": decode, "live": live}
+    decoder = decode
+    if decoding == "schema":
+        registry = request.app[SCHEMA_REGISTRY].decoder
+        if registry is None:
+            raise ConsoleError("decoding through a schema registry needs one: start the console with "
+                               "--schema-registry-url http://HOST:PORT")  # fmt: skip
+        shown = await blocking(f"decoding {topic!r} through {registry.url}",
+                               lambda: decode_all(registry, outcome.records), 30)  # fmt: skip
+
+        def decoder(data: bytes | None, how: str, where: tuple[int, int, str] | None = None) -> tuple[str, str]:
+            if where is not None and where in shown:
+                return shown[where]
+            return decode(data, "text")
+
+    context = {"outcome": outcome, "decoding": decoding, "decode": decoder, "live": live}
     if request.query.get("fragment") == "1":  # the records alone, for the live tail's refresh
         return render(request, "_records.html", context)
     query = {k: v for k, v in request.query.items() if k not in ("decode", "live", "fragment")}

@@ -39,6 +39,8 @@ class ConsoleSettings:
     read_only: bool = False
     title: str = "logstore console"
     page_size: int = 50
+    schema_registry_url: str | None = None
+    """A schema registry, to decode values in Confluent's wire format (the "schema" decoding)."""
     metrics_urls: list[str] = field(default_factory=list)
     """The brokers' Prometheus endpoints, for bytes in and out (the protocol does not say where they are)."""
 

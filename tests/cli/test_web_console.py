@@ -22,7 +22,8 @@ pytestmark = pytest.mark.integration
 def test_help_names_every_option() -> None:
     result = CliRunner().invoke(main, ["console", "--help"])
     assert result.exit_code == 0
-    for option in ("--bootstrap-server", "--listen", "--read-only", "--command-config", "--metrics-url", "--title"):
+    for option in ("--bootstrap-server", "--listen", "--read-only", "--command-config", "--metrics-url", "--schema-registry-url",
+                   "--title"):
         assert option in result.output
     assert "console" in CliRunner().invoke(main, ["--help"]).output
 

@@ -398,3 +398,29 @@ def test_client_quotas_set_listed_and_removed(console_for: Start, plain_broker: 
     for entity_type, name, key in (("user", "alice", "producer_byte_rate"), ("client-id", "", "consumer_byte_rate")):
         assert visitor.post("/quotas", {"entity_type": entity_type, "entity_name": name, "key": key, "value": ""}).status == 303
     assert "no quotas set" in visitor.get("/quotas").text
+
+
+def test_values_decode_through_the_schema_registry(console_for: Start, broker_factory: Any) -> None:
+    from logstore.client.serdes import AvroSerializer, SchemaRegistryClient, SerializationContext
+
+    registry_port = free_port()
+    broker = broker_factory({"schema.registry.listeners": f"http://127.0.0.1:{registry_port}"})
+    url = f"http://127.0.0.1:{registry_port}"
+    schema = ('{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}, '
+              '{"name": "item", "type": "string"}]}')  # fmt: skip
+    AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics([NewTopic("orders-avro", 1, 1)])["orders-avro"].result(30)
+    serialize = AvroSerializer(SchemaRegistryClient({"url": url}), schema)
+    framed = serialize({"id": 42, "item": "teapot"}, SerializationContext("orders-avro", "value"))
+    _produce(broker.bootstrap, "orders-avro", [(b"k1", framed, []), (b"k2", b"plain text", [])])
+    visitor = _visitor(console_for, broker, schema_registry_url=url)
+    page = visitor.get("/topics/orders-avro/messages", start="beginning", decode="schema")
+    assert page.status == 200, page.error()
+    text = page.text.replace("&#34;", '"')
+    assert '"id": 42' in text and '"item": "teapot"' in text and re.search(r"Avro, schema id \d+", text)
+    assert "plain text" in text and "not in Confluent&#39;s wire format: shown as text" in page.text
+    without = _visitor(console_for, broker)
+    refused = without.get("/topics/orders-avro/messages", decode="schema")
+    assert refused.status == 400 and "--schema-registry-url" in refused.error()
+    wrong = _visitor(console_for, broker, schema_registry_url=f"http://127.0.0.1:{free_port()}")
+    unreachable = wrong.get("/topics/orders-avro/messages", start="beginning", decode="schema")
+    assert unreachable.status == 200 and "could not decode through" in unreachable.text
