@@ -2,7 +2,7 @@
 
 ``plain_broker``: one broker for the module, groups fast. ``sasl_broker``: a
 broker with a PLAINTEXT listener (User:ANONYMOUS, a super user, sets things up)
-and a SASL_PLAINTEXT one with SCRAM users (and its metrics on a third port): ``admin`` (a super user) and
+and a SASL_PLAINTEXT one with SCRAM users (its metrics and schema registry on more ports): ``admin`` (a super user) and
 ``dave``, who may read, write and describe topic ``paid`` and groups
 ``dave-*`` and nothing else. ``console_for(settings)`` serves a console in
 front of either and stops it after the test.
@@ -41,6 +41,11 @@ class SaslBroker:
     process: BrokerProcess
     sasl_port: int
     metrics_port: int
+    registry_port: int
+
+    @property
+    def registry_url(self) -> str:
+        return f"http://127.0.0.1:{self.registry_port}"
 
     @property
     def sasl_bootstrap(self) -> str:
@@ -49,7 +54,8 @@ class SaslBroker:
     def settings(self, **kwargs: object) -> ConsoleSettings:
         config = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512"}
         urls = [f"http://127.0.0.1:{self.metrics_port}/metrics"]
-        return ConsoleSettings(self.sasl_bootstrap, config, metrics_urls=urls, **kwargs)  # type: ignore[arg-type]
+        return ConsoleSettings(self.sasl_bootstrap, config, metrics_urls=urls, schema_registry_url=self.registry_url,
+                               **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +69,11 @@ def plain_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     directory = str(tmp_path_factory.mktemp("console-sasl"))
-    plain, sasl, metrics = free_port(), free_port(), free_port()
+    plain, sasl, metrics, registry = free_port(), free_port(), free_port(), free_port()
     overrides = {
         **FAST,
         "metrics.listener": f"http://127.0.0.1:{metrics}",
+        "schema.registry.listeners": f"http://127.0.0.1:{registry}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
@@ -100,7 +107,7 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker
             future.result(30)
     finally:
         admin.close()
-    yield SaslBroker(process, sasl, metrics)
+    yield SaslBroker(process, sasl, metrics, registry)
     assert process.stop() == 0, process.log_text()[-3000:]
 
 

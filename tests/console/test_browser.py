@@ -2,7 +2,8 @@
 
 One walk through the console as two people on a cluster with SCRAM users and
 ACLs (tests/console/conftest.py): ``admin`` logs in, creates a topic, produces
-a message with a header, finds it by that header, watches a group's lag grow
+a message with a header, finds it by that header, reads an Avro value decoded through the
+schema registry, watches a group's lag grow
 on the live chart, resets it with a preview, and logs out; ``dave`` logs in and
 is refused (the broker's authorization error on the page) what his ACLs do not
 allow. A screenshot of each page goes to ``$LOGSTORE_ARTIFACTS/console/`` (or
@@ -25,6 +26,7 @@ import pytest
 
 from logstore.client import Consumer, Producer, TopicPartition
 from logstore.client.admin import AdminClient, ConsumerGroupTopicPartitions, NewTopic
+from logstore.client.serdes import AvroSerializer, SchemaRegistryClient, SerializationContext
 from logstore.console import ConsoleSettings
 from tests.console.conftest import PASSWORDS, SaslBroker
 from tests.kit.consolekit import ConsoleServer
@@ -254,6 +256,22 @@ def test_a_walk_through_the_console(browser: WebDriver, sasl_broker: SaslBroker,
     walk.wait_text("#messages", lambda t: "tailed-in-live" in t, "the live tail to show the new record")
     assert int(walk.find("#messages").get_attribute("data-refreshed") or 0) >= 1
 
+    # an Avro value, decoded through the schema registry
+    schema = ('{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}, '
+              '{"name": "item", "type": "string"}]}')  # fmt: skip
+    serialize = AvroSerializer(SchemaRegistryClient({"url": sasl_broker.registry_url}), schema)
+    framed = serialize({"id": 7, "item": "espresso machine"}, SerializationContext("browser-events", "value"))
+    producer = Producer({"bootstrap.servers": plain, "linger.ms": 0})
+    producer.produce("browser-events", value=framed, key=b"avro-1", partition=0)
+    assert producer.flush(WAIT_S) == 0
+    producer.close()
+    walk.go("/topics/browser-events/messages?start=beginning&partition=0&key=avro-1")
+    Select(walk.find("#decode")).select_by_visible_text("schema")
+    walk.submit("#search-submit")
+    decoded = walk.wait_text("#messages", lambda t: "espresso machine" in t, "the Avro value decoded")
+    assert '"id": 7' in decoded and "Avro, schema id" in decoded
+    walk.shot("05-messages-avro")
+
     # a group's lag, live: grows on the chart as records arrive, then a reset to the latest with a preview
     walk.go("/groups")
     walk.find('a[href="/groups/dave-readers"]')
@@ -298,4 +316,4 @@ def test_a_walk_through_the_console(browser: WebDriver, sasl_broker: SaslBroker,
     walk.logout()
     walk.go("/groups")
     assert "/login" in browser.current_url  # logged out: back to the login page
-    assert len(walk.shots) == 12
+    assert len(walk.shots) == 13
