@@ -37,6 +37,7 @@ from logstore.console.pages import (
     text_value,
     topic_name,
 )
+from logstore.console.traffic import METER
 
 MAX_PARTITIONS = 10_000
 SIZES_TTL_S = 5.0
@@ -73,16 +74,20 @@ async def topic_list(request: web.Request) -> web.StreamResponse:
                     sizes[tp.topic] = sizes.get(tp.topic, 0) + size
     except ConsoleError as e:
         sizes_note = f"sizes unknown: {e}"
+    meter = request.app[METER]
+    rates = await meter.traffic() if meter.urls else None
     rows = []
     for name in shown:
         partitions = metadata.topics[name].partitions
         replicas = max((len(p.replicas) for p in partitions.values()), default=0)
         rows.append({"name": name, "partitions": len(partitions), "replication": replicas,
                      "size": None if sizes is None else sizes.get(name, 0),
+                     "rate_in": None if rates is None or rates.seconds is None else rates.in_rate.get(name, 0.0),
+                     "rate_out": None if rates is None or rates.seconds is None else rates.out_rate.get(name, 0.0),
                      "under_replicated": sum(1 for p in partitions.values() if len(p.isrs) < len(p.replicas))})  # fmt: skip
     return render(request, "topics.html", {
         "rows": rows, "page": min(page, pages), "pages": pages, "q": query, "total": len(names),
-        "internal": internal, "sizes_note": sizes_note,
+        "internal": internal, "sizes_note": sizes_note, "metered": rates is not None,
     })  # fmt: skip
 
 

@@ -374,6 +374,11 @@ def test_bytes_in_and_out_from_the_brokers_metrics(console_for: Start, broker_fa
     found = re.search(r'id="bytes-in">([0-9.]+) (B|KiB|MiB)/s<', box.text)
     assert found and float(found.group(1)) > 0, box.text
     assert 'href="/topics/metered">metered</a>' in box.text
+    _produce(broker.bootstrap, "metered", [(None, b"y" * 1000, []) for _ in range(50)])
+    time.sleep(0.6)
+    listed = visitor.get("/topics")
+    row = re.search(r'href="/topics/metered">metered</a>.*?</tr>', listed.text, re.S)
+    assert row and "<th class=\"num\">in</th>" in listed.text and re.search(r">[1-9][0-9.]* (B|KiB|MiB)/s<", row.group(0)), row
     without = _visitor(console_for, broker)
     assert "--metrics-url" in without.get("/").text
 
