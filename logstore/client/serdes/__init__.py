@@ -1,9 +1,12 @@
 """Schema Registry serializers and deserializers for logstore's client, shaped like confluent-kafka's.
 
->>> from logstore.client.serdes import SchemaRegistryClient, AvroSerializer, SerializationContext
->>> client = SchemaRegistryClient({"url": "http://127.0.0.1:8081"})
->>> serialize = AvroSerializer(client, schema_str)
->>> serialize({"id": 1}, SerializationContext("users", "value"))
+With a registry at hand (a broker with ``schema.registry.listeners``, as ``make run`` starts)::
+
+    from logstore.client.serdes import SchemaRegistryClient, AvroSerializer, SerializationContext
+    client = SchemaRegistryClient({"url": "http://127.0.0.1:8081"})
+    schema_str = '{"type": "record", "name": "User", "fields": [{"name": "id", "type": "int"}]}'
+    serialize = AvroSerializer(client, schema_str)
+    framed = serialize({"id": 1}, SerializationContext("users", "value"))  # b"\\x00" + id + Avro
 
 - :mod:`~logstore.client.serdes.wire`: Confluent's framing (magic byte, schema id,
   Protobuf message indexes);
