@@ -251,3 +251,68 @@ def test_a_process_that_closes_its_last_client_hands_the_store_over(tmp_path: Pa
         stop_all([process])
     assert sum(line.startswith("ack ") for line in lines(out)) == 1500
     assert sorted(read_topic(data)) == sorted(f"p-{i}" for i in range(1500))
+
+
+def test_fork_after_opening_closes_the_lock_and_refuses_the_parents_clients(tmp_path: Path) -> None:
+    """A child forked while this process serves the directory: the parent's client and Store
+    refuse with a clear error there, the inherited lock descriptor is closed (the child could
+    otherwise keep the directory locked after the parent died), and a new client in the child
+    reaches the parent through the socket."""
+    data = tmp_path / "data"
+    make_topic(data)
+    producer = Producer({"bootstrap.servers": f"embedded://{data}"})
+    try:
+        producer.produce_batch(TOPIC, [b"parent"])
+        assert producer.flush(30) == 0
+        serving = SharedDirectory._registry[str(data)].serving
+        assert serving is not None and serving.broker.store is not None
+        store = serving.broker.store
+        report = tmp_path / "child"
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without running the parent's cleanup
+            code = 1
+            try:
+                notes = []
+                try:
+                    store.create_topic("x")
+                except Exception as e:
+                    notes.append(f"store: {e}")
+                try:
+                    notes.append(f"forked: {serving.forked}")
+                    conn = producer._cluster.transport.open(0, "embedded", 0, 1.0)  # type: ignore[attr-defined]
+                except Exception as e:
+                    notes.append(f"client: {e}")
+                else:
+                    notes.append(f"client: opened {conn!r}")
+                locks = [fd for fd in os.listdir("/proc/self/fd")
+                         if os.path.realpath(f"/proc/self/fd/{fd}") == str(data / ".lock")]  # fmt: skip
+                notes.append(f"lock fds: {len(locks)}")
+                with Producer({"bootstrap.servers": f"embedded://{data}"}) as fresh:
+                    fresh.produce_batch(TOPIC, [b"child"])
+                    notes.append(f"fresh: {fresh.flush(30)}")
+                report.write_text("\n".join(notes))
+                code = 0
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 120
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked child did not finish in 120 s")
+            time.sleep(0.05)
+        assert os.waitstatus_to_exitcode(status) == 0
+        notes = report.read_text().splitlines()
+        assert any(n.startswith("store: ") and "forked" in n and "open it again in the child" in n for n in notes), notes
+        assert "forked: True" in notes
+        assert any(n.startswith("client: ") and "before the process was forked" in n for n in notes), notes
+        assert "lock fds: 0" in notes
+        assert "fresh: 0" in notes
+        producer.produce_batch(TOPIC, [b"parent again"])  # the parent serves on, unharmed
+        assert producer.flush(30) == 0
+    finally:
+        producer.close()
+    assert sorted(read_topic(data)) == ["child", "parent", "parent again"]
