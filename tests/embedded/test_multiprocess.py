@@ -144,7 +144,7 @@ def test_kill_9_of_the_serving_process_is_taken_over(tmp_path: Path) -> None:
     takeovers: list[float] = []
     try:
         wait_for("the holders", lambda: all(lines(tmp_path / f"h{i}") for i in range(3)), 90)
-        consumers = [child("consume", data, tmp_path / f"c{i}", "g") for i in range(4)]
+        consumers = [child("consume", data, tmp_path / f"c{i}", "g", 8.0) for i in range(4)]
         producers = [child("produce", data, tmp_path / f"p{i}", f"p{i}", 4000, 250) for i in range(4)]
         children += consumers + producers
         by_pid = {process.pid: process for process in children}

@@ -9,9 +9,11 @@ did to its out file, a line per event, unbuffered (``os.write``), so that what i
 - ``produce <name> <count> <rate>``: an idempotent producer of ``count`` records ``name-i`` to
   topic ``t``, about ``rate`` records/s; one line ``ack <value> <unix time> <time sent>`` per
   acknowledged record, ``fail <value> <error>`` per failed one, ``done`` at the end.
-- ``consume <group>``: a group consumer of ``t``, committing synchronously after each batch; one
-  line ``got <value> <partition> <offset>`` per record; ``ready`` once it has an assignment;
-  exits once ``<out>.stop`` exists and nothing has come for 2 s (bounded: 180 s in all).
+- ``consume <group> [quiet]``: a group consumer of ``t``, committing synchronously after each
+  batch; one line ``got <value> <partition> <offset>`` per record; ``ready`` once it has an
+  assignment; exits once ``<out>.stop`` exists and nothing has come for ``quiet`` seconds
+  (default 2; longer than the session timeout where a member may have been killed, so that its
+  partitions come back to the living first) (bounded: 180 s in all).
 - ``burst <count>``: produces ``count`` 100-byte records as fast as it can (idempotent),
   then writes ``rate <records/s>``.
 
@@ -85,7 +87,7 @@ def produce(boot: str, out: Out, name: str, count: int, rate: float) -> None:
         out.line(f"done {left}")
 
 
-def consume(boot: str, out: Out, group: str) -> None:
+def consume(boot: str, out: Out, group: str, quiet: float) -> None:
     config = {
         "bootstrap.servers": boot,
         "group.id": group,
@@ -117,7 +119,7 @@ def consume(boot: str, out: Out, group: str) -> None:
                 except Exception as e:  # said, and tried again
                     out.line(f"commit-retry {e}")
                     time.sleep(0.2)
-        elif out.stopped() and time.monotonic() - quiet_since > 2.0:
+        elif out.stopped() and time.monotonic() - quiet_since > quiet:
             break
     consumer.close()
     out.line("done")
@@ -145,7 +147,7 @@ def main(argv: list[str]) -> None:
     elif role == "produce":
         produce(boot, out, args[0], int(args[1]), float(args[2]))
     elif role == "consume":
-        consume(boot, out, args[0])
+        consume(boot, out, args[0], float(args[1]) if len(args) > 1 else 2.0)
     elif role == "burst":
         burst(boot, out, int(args[0]))
     else:
