@@ -316,3 +316,26 @@ def test_fork_after_opening_closes_the_lock_and_refuses_the_parents_clients(tmp_
     finally:
         producer.close()
     assert sorted(read_topic(data)) == ["child", "parent", "parent again"]
+
+
+def test_admin_from_another_process(tmp_path: Path) -> None:
+    """Admin calls made in another process act on the store this process serves: a topic made
+    there is seen here, a group made here is listed there, a topic deleted there is gone here."""
+    data = tmp_path / "data"
+    make_topic(data)
+    boot = f"embedded://{data}"
+    with Producer({"bootstrap.servers": boot}) as producer, \
+            Consumer({"bootstrap.servers": boot, "group.id": "here", "auto.offset.reset": "earliest"}) as consumer:  # fmt: skip
+        producer.produce_batch(TOPIC, [b"v"] * 5, partition=0)
+        assert producer.flush(30) == 0
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        deadline = time.monotonic() + 30
+        while not [m for m in consumer.consume(10, 0.5) if m.error() is None]:
+            assert time.monotonic() < deadline
+        consumer.commit(asynchronous=False)
+        out = tmp_path / "admin"
+        assert child("admin", data, out).wait(120) == 0, Path(f"{out}.err").read_text()
+        assert lines(out) == ["partitions 3", "groups here", "deleted"]
+        topics = producer.list_topics(timeout=30).topics
+        assert len(topics["made-by-child"].partitions) == 3
+        assert TOPIC not in topics

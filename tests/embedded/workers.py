@@ -14,6 +14,8 @@ did to its out file, a line per event, unbuffered (``os.write``), so that what i
   assignment; exits once ``<out>.stop`` exists and nothing has come for ``quiet`` seconds
   (default 2; longer than the session timeout where a member may have been killed, so that its
   partitions come back to the living first) (bounded: 180 s in all).
+- ``admin``: creates topic ``made-by-child`` (3 partitions), lists topics and groups, deletes
+  ``t``; writes ``partitions <n>``, ``groups <ids>``, ``deleted``.
 - ``burst <count>``: produces ``count`` 100-byte records as fast as it can (idempotent),
   then writes ``rate <records/s>``.
 
@@ -125,6 +127,22 @@ def consume(boot: str, out: Out, group: str, quiet: float) -> None:
     out.line("done")
 
 
+def admin(boot: str, out: Out) -> None:
+    from logstore.client.admin import AdminClient, NewTopic
+
+    client = AdminClient({"bootstrap.servers": boot})
+    try:
+        client.create_topics([NewTopic("made-by-child", 3)])["made-by-child"].result(30)
+        topics = client.list_topics(timeout=30).topics
+        out.line(f"partitions {len(topics['made-by-child'].partitions)}")
+        groups = client.list_consumer_groups().result(30)
+        out.line("groups " + " ".join(sorted(g.group_id for g in groups.valid)))
+        client.delete_topics([TOPIC])[TOPIC].result(30)
+        out.line("deleted")
+    finally:
+        client.close()
+
+
 def burst(boot: str, out: Out, count: int) -> None:
     value = b"x" * 100
     with Producer({"bootstrap.servers": boot, "enable.idempotence": True, "linger.ms": 5}) as producer:
@@ -148,6 +166,8 @@ def main(argv: list[str]) -> None:
         produce(boot, out, args[0], int(args[1]), float(args[2]))
     elif role == "consume":
         consume(boot, out, args[0], float(args[1]) if len(args) > 1 else 2.0)
+    elif role == "admin":
+        admin(boot, out)
     elif role == "burst":
         burst(boot, out, int(args[0]))
     else:
