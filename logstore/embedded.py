@@ -353,6 +353,7 @@ class SharedDirectory:
         if fd is None:
             return False
         started = time.monotonic()
+        _log.info("took the lock of %s; opening it", self.data_dir)
         serving = EmbeddedBroker(
             self.data_dir, self.data_dir, None, {}, lock_fd=fd, unix_path=self.socket_path
         )
