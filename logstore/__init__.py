@@ -11,6 +11,7 @@ from logstore.errors import (
 from logstore.records import Record, build_batch, parse_batches
 from logstore.storage.config import LogConfig
 from logstore.storage.log import Log
+from logstore.storage.read_only import ReadOnlyStore
 from logstore.storage.store import Store
 
 __version__ = "0.1.0"
@@ -24,6 +25,7 @@ __all__ = [
     "LogConfig",
     "LogstoreError",
     "OffsetOutOfRangeError",
+    "ReadOnlyStore",
     "Record",
     "Store",
     "__version__",

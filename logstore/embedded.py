@@ -12,6 +12,17 @@ request is the same frame a socket would carry, handed to
 is the TCP client's, byte for byte, and so are the semantics: groups,
 commits, idempotence, long-polling fetches.
 
+One directory, many processes: the process that takes the directory's lock
+serves it (an :class:`EmbeddedBroker`) to its own clients in-process and to
+other processes on a Unix-domain socket in the directory (``.logstore.sock``,
+owner-only); in a process that cannot take the lock, ``embedded:///path``
+connects there (a :class:`UnixConnection`: the TCP client's connection over
+AF_UNIX, every node id the serving broker) and a thread tries the lock every
+:data:`LOCK_POLL_S`. When the serving process exits or dies, one of the
+waiting processes takes the lock, opens the Store (recovering it as after a
+crash) and serves; the clients' connections fail and their normal
+reconnect-and-retry path finds the new server. docs/embedded.md says more.
+
 This module is the one place that sees both the client and the broker. The
 client never imports it: it registers itself as the ``embedded`` transport
 (``logstore.client.cluster.register_transport``) when imported, and the
@@ -22,22 +33,29 @@ loads when a config first asks for ``embedded://``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import logging
 import os
+import socket
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any, ClassVar
 
 from logstore.broker.apis import registry
-from logstore.broker.broker import Broker
+from logstore.broker.broker import Broker, unix_address
 from logstore.broker.config.broker_config import BrokerConfig
 from logstore.client.cluster import EMBEDDED, register_transport
 from logstore.client.config import ClientConfig, ConfigError
-from logstore.client.connection import decode_response, negotiated
-from logstore.client.errors import KafkaException, local
+from logstore.client.connection import BrokerConnection, Connection, decode_response, negotiated
+from logstore.client.errors import KafkaError, KafkaException, local
 from logstore.protocol import DeferredFrame, FileRegion
 from logstore.protocol.requests import encode_request
+from logstore.storage.log_manager import try_lock_directory
 from logstore.storage.store import Store
+
+_log = logging.getLogger("logstore.embedded")
 
 PREFIX = "embedded://"
 # The embedded broker's settings where they differ from a broker's defaults. A group's first
@@ -45,12 +63,22 @@ PREFIX = "embedded://"
 # rebalance when a fleet of consumers starts); in one process that is a 3 s stall at the
 # first subscribe, and Kafka's own advice outside production is 0.
 EMBEDDED_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+# The serving process's socket, inside the data directory.
+SOCKET_NAME = ".logstore.sock"
+# How often a process that does not serve its directory tries to take the lock (the takeover's
+# wait after the serving process is gone, before the Store's recovery).
+LOCK_POLL_S = 0.05
+# Between two attempts to reach the serving process (one is starting, or taking over).
+CONNECT_RETRY_S = 0.02
+# Incremented in a forked child: connections made before it refuse to serve there.
+_forks = 0
 
 
 class _Peer:
     """What a handler reads of its connection: the peer's name, and whether it has gone."""
 
     peer = "embedded:0"
+    client_host = "localhost"
     closed = False
     listener_name = "PLAINTEXT"  # Metadata answers with this listener's endpoints
 
@@ -62,16 +90,29 @@ class EmbeddedBroker:
     _registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(
-        self, key: str, data_dir: str | None, store: Store | None, overrides: dict[str, Any]
+        self,
+        key: str,
+        data_dir: str | None,
+        store: Store | None,
+        overrides: dict[str, Any],
+        *,
+        lock_fd: int | None = None,
+        unix_path: str | None = None,
     ) -> None:
+        """``lock_fd``: the directory's lock, taken by the caller; ``unix_path``: also serve other
+        processes on a Unix-domain socket there."""
         self.key = key
         self.users = 0
         self.closing = False
+        self.forked = False
+        self.unix_path = unix_path
         config = BrokerConfig.from_dict(
             {"listeners": "PLAINTEXT://127.0.0.1:0", **EMBEDDED_DEFAULTS, **overrides}
         )
         self.loop = asyncio.new_event_loop()
-        self.broker = Broker(config, data_dir=data_dir if store is None else store.data_dir, store=store)
+        self.broker = Broker(
+            config, data_dir=data_dir if store is None else store.data_dir, store=store, lock_fd=lock_fd
+        )
         self.peer = _Peer()
         ready: Future[None] = Future()
         self._thread = threading.Thread(
@@ -85,7 +126,11 @@ class EmbeddedBroker:
         asyncio.set_event_loop(self.loop)
         try:
             self.loop.run_until_complete(self.broker.start(listen=False))
+            if self.unix_path is not None:
+                self.loop.run_until_complete(self.broker.listen_unix(self.unix_path))
         except BaseException as e:
+            with contextlib.suppress(BaseException):
+                self.loop.run_until_complete(self.broker.close())  # the Store and its lock go
             ready.set_exception(e)
             return
         ready.set_result(None)
@@ -108,6 +153,12 @@ class EmbeddedBroker:
             if self.users > 0:
                 return
             del self._registry[self.key]
+        self.close()
+
+    def close(self) -> None:
+        """Stop serving: the broker, its socket and the Store close, the directory's lock goes."""
+        if self.forked:
+            return
         asyncio.run_coroutine_threadsafe(self._shutdown(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(30)
@@ -197,6 +248,9 @@ class EmbeddedConnection:
         if self.closed:
             result.set_exception(KafkaException(local("_DESTROY", "the client is closed")))
             return result
+        if self.embedded.forked:
+            result.set_exception(KafkaException(local("_FATAL", FORKED)))
+            return result
         version = self.version(api_key)
         frame = encode_request(api_key, version, next(self._correlation) & 0x7FFFFFFF, self.client_id, fields)
 
@@ -224,33 +278,185 @@ class EmbeddedConnection:
         self.close()
 
 
+FORKED = (
+    "this client was opened before the process was forked; its threads and connections stayed in "
+    "the parent: make a new client in the child (or start children with multiprocessing's 'spawn')"
+)
+
+
+class UnixConnection(BrokerConnection):
+    """The TCP client's connection (:class:`~logstore.client.connection.BrokerConnection`) over
+    the Unix-domain socket of the process serving a data directory (``host`` is its path)."""
+
+    def _connect(self, timeout: float) -> socket.socket:
+        self.where = f"unix:{self.host}"
+        self.forks = _forks
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(max(timeout, 0.001))
+            with unix_address(self.host) as name:
+                sock.connect(name)
+        except OSError as e:
+            sock.close()
+            raise KafkaException(
+                local(
+                    "_TRANSPORT",
+                    f"{self.where}: connect failed ({e}): the process serving this data directory "
+                    "is gone or starting; another takes it over within about a second",
+                )
+            ) from None
+        sock.settimeout(None)
+        return sock
+
+    def send(
+        self,
+        api_key: int,
+        fields: dict[str, Any],
+        *,
+        expect_response: bool = True,
+        timeout: float | None = None,
+    ) -> Future[Any]:
+        if self.forks != _forks:
+            failed: Future[Any] = Future()
+            failed.set_exception(KafkaException(local("_FATAL", FORKED)))
+            return failed
+        return super().send(api_key, fields, expect_response=expect_response, timeout=timeout)
+
+
+class SharedDirectory:
+    """One data directory as this process sees it (see the module's docstring): served here by an
+    :class:`EmbeddedBroker` while this process holds the directory's lock, else reached through
+    the serving process's socket while a thread waits to take the lock over."""
+
+    _registry: ClassVar[dict[str, SharedDirectory]] = {}
+    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, data_dir: str) -> None:
+        self.data_dir = data_dir
+        self.socket_path = os.path.join(data_dir, SOCKET_NAME)
+        self.users = 0
+        self.serving: EmbeddedBroker | None = None
+        self.forked = False
+        self._stop = threading.Event()
+        self._waiter: threading.Thread | None = None
+        os.makedirs(data_dir, exist_ok=True)
+        if not self._try_serve():
+            self._waiter = threading.Thread(
+                target=self._wait, name=f"logstore-takeover-{data_dir}", daemon=True
+            )
+            self._waiter.start()
+
+    def _try_serve(self) -> bool:
+        """Take the directory's lock if it is free, and serve the directory: True if this process
+        now serves it."""
+        fd = try_lock_directory(self.data_dir)
+        if fd is None:
+            return False
+        started = time.monotonic()
+        _log.info("took the lock of %s; opening it", self.data_dir)
+        serving = EmbeddedBroker(
+            self.data_dir, self.data_dir, None, {}, lock_fd=fd, unix_path=self.socket_path
+        )
+        with EmbeddedBroker._registry_lock:  # for the tests and tools that look a broker up
+            EmbeddedBroker._registry[self.data_dir] = serving
+        self.serving = serving
+        _log.info("serving %s to other processes (opened in %.3f s)", self.data_dir, time.monotonic() - started)
+        return True
+
+    def _wait(self) -> None:
+        while not self._stop.wait(LOCK_POLL_S):
+            try:
+                if self._try_serve():
+                    return
+            except Exception:  # the Store failed to open: said, and tried again
+                _log.exception("taking over %s failed; trying again", self.data_dir)
+                self._stop.wait(1.0)
+
+    @classmethod
+    def acquire(cls, data_dir: str) -> SharedDirectory:
+        with cls._registry_lock:
+            shared = cls._registry.get(data_dir)
+            if shared is None:
+                shared = cls._registry[data_dir] = cls(data_dir)
+            shared.users += 1
+            return shared
+
+    def release(self) -> None:
+        with self._registry_lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            del self._registry[self.data_dir]
+        self._stop.set()
+        if self._waiter is not None:
+            self._waiter.join(60)  # a takeover under way ends first (the Store opened, then closed)
+        serving = self.serving
+        if serving is not None:
+            with EmbeddedBroker._registry_lock:
+                if EmbeddedBroker._registry.get(self.data_dir) is serving:
+                    del EmbeddedBroker._registry[self.data_dir]
+            serving.close()
+
+    def open(self, node_id: int, client_id: str, config: ClientConfig, setup_timeout: float) -> Connection:
+        """A connection to whoever serves the directory: in-process here, else the socket, tried
+        until ``setup_timeout`` while the serving process starts or is being replaced."""
+        deadline = time.monotonic() + setup_timeout
+        for _ in range(1 << 20):  # each pass waits CONNECT_RETRY_S, or returns, or raises
+            if self.forked:
+                raise KafkaException(local("_FATAL", FORKED))
+            serving = self.serving
+            if serving is not None:
+                return EmbeddedConnection(serving, node_id, client_id)
+            try:
+                return UnixConnection(
+                    node_id, self.socket_path, 0, client_id, max(deadline - time.monotonic(), 0.05),
+                    config.seconds("request.timeout.ms"), None,
+                )  # fmt: skip
+            except KafkaException as e:
+                if e.error.code() != KafkaError._TRANSPORT or time.monotonic() >= deadline:  # type: ignore[attr-defined]
+                    raise
+            time.sleep(CONNECT_RETRY_S)
+        raise KafkaException(local("_TRANSPORT", f"{self.socket_path}: no serving process"))
+
+
 class EmbeddedTransport:
-    """Connections to the embedded broker of one data directory (or of a Store handed in)."""
+    """Connections to the embedded broker of one data directory (or of a Store handed in): see
+    :class:`SharedDirectory` for a directory several processes share."""
 
     def __init__(self, config: ClientConfig) -> None:
         store = config["logstore.store"]
         servers = config["bootstrap.servers"]
+        self.config = config
+        self.client_id = config["client.id"]
+        self.embedded: EmbeddedBroker | None = None
+        self.shared: SharedDirectory | None = None
         if store is not None:
             if not isinstance(store, Store):
                 raise ConfigError(f"logstore.store must be a logstore Store, not {type(store).__name__}")
-            key, data_dir = f"store:{id(store)}", None
+            self.embedded = EmbeddedBroker.acquire(f"store:{id(store)}", None, store, {})
         else:
-            data_dir = embedded_path(servers)
-            key = data_dir
-        self.client_id = config["client.id"]
-        self.embedded = EmbeddedBroker.acquire(key, data_dir, store, {})
+            self.shared = SharedDirectory.acquire(embedded_path(servers))
         self._closed = False
 
     def bootstrap(self) -> list[tuple[str, int]]:
         return [("embedded", 0)]
 
-    def open(self, node_id: int, host: str, port: int, setup_timeout: float | None = None) -> EmbeddedConnection:
-        return EmbeddedConnection(self.embedded, node_id, self.client_id)
+    def open(self, node_id: int, host: str, port: int, setup_timeout: float | None = None) -> Connection:
+        if self.embedded is not None:
+            return EmbeddedConnection(self.embedded, node_id, self.client_id)
+        assert self.shared is not None
+        setup = self.config.seconds("socket.connection.setup.timeout.ms")
+        return self.shared.open(
+            node_id, self.client_id, self.config, setup if setup_timeout is None else min(setup, setup_timeout)
+        )
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self.embedded.release()
+            if self.embedded is not None:
+                self.embedded.release()
+            if self.shared is not None:
+                self.shared.release()
 
 
 def embedded_path(servers: str) -> str:
@@ -273,7 +479,37 @@ def _registry() -> dict[int, Any]:
     return registry()
 
 
+# Kept for ever in a forked child: dropping them would run finalizers on the parent's objects.
+_forked_copies: list[Any] = []
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: the parent's brokers, sockets and waiting threads are not here. Their
+    copies refuse all use (:data:`FORKED`); the inherited sockets close (a child holding the
+    listening socket, or a connection, would keep clients waiting on a parent that died); a new
+    client in the child starts afresh (and reaches the parent through the socket). The Store's
+    own handler (storage/log_manager.py) closes the inherited lock."""
+    global _forks
+    _forks += 1
+    for shared in list(SharedDirectory._registry.values()):
+        shared.forked = True
+        _forked_copies.append(shared)
+    for embedded in list(EmbeddedBroker._registry.values()):
+        embedded.forked = True
+        _forked_copies.append(embedded)
+        for fd in embedded.broker.socket_fds():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    SharedDirectory._registry = {}
+    EmbeddedBroker._registry = {}
+    SharedDirectory._registry_lock = threading.Lock()
+    EmbeddedBroker._registry_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 register_transport(EMBEDDED, transport)
 
 
-__all__ = ["EmbeddedBroker", "EmbeddedConnection", "EmbeddedTransport", "transport"]
+__all__ = [
+    "EmbeddedBroker", "EmbeddedConnection", "EmbeddedTransport", "SharedDirectory", "UnixConnection", "transport",
+]  # fmt: skip

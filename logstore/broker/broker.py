@@ -12,9 +12,10 @@ import contextlib
 import functools
 import logging
 import os
+import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from logstore.broker.apis import registry, unsupported_version
@@ -64,7 +65,24 @@ def _move_rate(config: BrokerConfig) -> int:
     return 0 if rate >= (1 << 63) - 1 else rate
 
 
-# Response chunks that can wait in Connection._pending as they are.
+# sun_path holds 108 bytes: a longer socket path is reached through the directory's descriptor.
+UNIX_PATH_MAX = 100
+
+
+@contextlib.contextmanager
+def unix_address(path: str) -> Iterator[str]:
+    """``path``, or when it is too long for a Unix socket address, the same file named through
+    ``/proc/self/fd/<directory's descriptor>`` (Linux), for the duration of a bind or connect."""
+    if len(os.fsencode(path)) <= UNIX_PATH_MAX:
+        yield path
+        return
+    directory = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{directory}/{os.path.basename(path)}"
+    finally:
+        os.close(directory)
+
+
 class Broker:
     """A Kafka-protocol broker over a :class:`Store`.
 
@@ -86,9 +104,12 @@ class Broker:
         data_dir: str | Sequence[str] | None = None,
         store: Store | None = None,
         join: Callable[[Broker, tuple[str, int]], ClusterLink] | None = None,
+        lock_fd: int | None = None,
     ) -> None:
         """``join``: how to join a cluster when ``zookeeper.connect`` is set (the cluster layer's
-        :func:`logstore.cluster.zk_broker.join`; the broker layer does not import it)."""
+        :func:`logstore.cluster.zk_broker.join`; the broker layer does not import it). ``lock_fd``:
+        the data directory's ``.lock``, already taken by the caller (the embedded store's takeover),
+        handed to the Store this broker opens."""
         self.config = config
         self.node_id = config.node_id
         given = data_dir or config.log_dirs
@@ -130,7 +151,7 @@ class Broker:
             self.log_manager = LogManager(self.log_dirs, replicated=True, **intervals)
             self.controller: TopicController = NotJoined()
         else:
-            self.store = store or Store(self.log_dirs, config.log_defaults(), **intervals)
+            self.store = store or Store(self.log_dirs, config.log_defaults(), **intervals, lock_fd=lock_fd)
             self.log_manager = self.store.log_manager
             self.log_dirs = list(self.log_manager.log_dirs)
             self.metadata.track_store(self.store, self.node_id)
@@ -171,6 +192,7 @@ class Broker:
         self.bound_listeners: list[tuple[str, str, int]] = []  # (listener name, host, port)
         self.sendfile = LoopSendfile()  # loop.sendfile: asyncio's own loops, not uvloop
         self._servers: list[asyncio.AbstractServer] = []
+        self._unix_paths: list[tuple[str, int]] = []  # listen_unix's sockets (path, inode)
         self.loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
@@ -244,6 +266,43 @@ class Broker:
             await listening.start_serving()
         self._reaper = loop.create_task(self._reap_idle())
         self.replica_manager.watch_space()
+
+    async def listen_unix(self, path: str) -> None:
+        """Serve clients on a Unix-domain socket at ``path`` too (PLAINTEXT, the same connections
+        as TCP): the embedded store's other processes. Owner-only (0600: the mode is set on the
+        socket before it is bound, and on the file); bound under a temporary name and renamed over
+        ``path``, so a stale file (a killed owner's) is replaced at once; :meth:`close` removes it."""
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        temporary = f"{path}.{os.getpid()}"
+        try:
+            os.fchmod(sock.fileno(), 0o600)  # Linux binds with the socket's own mode
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            with unix_address(temporary) as name:
+                sock.bind(name)
+            os.chmod(temporary, 0o600)
+            os.rename(temporary, path)
+            server = await loop.create_unix_server(
+                functools.partial(Connection, self, "PLAINTEXT", "PLAINTEXT"), sock=sock, backlog=1024,
+            )  # fmt: skip
+        except BaseException:
+            sock.close()
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        self._servers.append(server)
+        self._unix_paths.append((path, os.stat(path).st_ino))
+
+    def socket_fds(self) -> list[int]:
+        """The descriptors of its listening sockets and client connections (a forked child closes
+        its copies: one kept open would hold the parent's clients after the parent died)."""
+        fds = [sock.fileno() for server in self._servers for sock in getattr(server, "sockets", ())]
+        for connection in self.connections:
+            sock = None if connection.transport is None else connection.transport.get_extra_info("socket")
+            if sock is not None:
+                fds.append(sock.fileno())
+        return [fd for fd in fds if fd >= 0]
 
     def _on_leadership(self, topic: str, index: int, leader: bool) -> None:
         on_offsets_leadership(self, topic, index, leader)
@@ -342,6 +401,10 @@ class Broker:
                 )  # fmt: skip
         for server in self._servers:
             server.close()
+        for path, inode in self._unix_paths:  # ours still (not a later owner's): removed
+            with contextlib.suppress(OSError):
+                if os.stat(path).st_ino == inode:
+                    os.unlink(path)
         if self.metrics_server is not None:
             await self.metrics_server.close()
         if self.schema_registry is not None:

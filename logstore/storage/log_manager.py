@@ -66,6 +66,7 @@ import shutil
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 
 from logstore._progress import terminal_progress
@@ -100,6 +101,35 @@ def parse_log_dir(name: str) -> TopicPartition | None:
     return match.group("topic"), int(match.group("partition"))
 
 
+# Every LogManager of this process, for the fork handler below.
+_OPEN: weakref.WeakSet[LogManager] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for manager in list(_OPEN):
+        manager._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def try_lock_directory(log_dir: str) -> int | None:
+    """Take ``log_dir``'s exclusive ``.lock`` (flock) without waiting: its descriptor, with this
+    process's id written in, or None while another open of it (another process) holds it."""
+    fd = os.open(os.path.join(log_dir, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
+
+
 class LogManager:
     """Every partition log under the log directories (see the module doc)."""
 
@@ -112,10 +142,14 @@ class LogManager:
         checkpoint_interval_ms: int = 60_000,
         cleaner_backoff_ms: int = 15_000,
         replicated: bool = False,
+        lock_fds: Mapping[str, int] | None = None,
     ) -> None:
         """``data_dir``: one log directory, or several (``log.dirs``; the first holds what is not a
         partition). A directory other than the first that cannot be made or locked for an
-        OSError starts offline; one in use by another process refuses the open."""
+        OSError starts offline; one in use by another process refuses the open. ``lock_fds``:
+        directories whose ``.lock`` the caller already holds (:func:`try_lock_directory`), by
+        path; their descriptors become this manager's, released when it closes (an flock
+        belongs to its open file description: a second open of ``.lock`` could not take it)."""
         dirs = [os.path.abspath(d) for d in ([data_dir] if isinstance(data_dir, str) else data_dir)]
         if not dirs or len(set(dirs)) != len(dirs):
             raise LogstoreError(f"log.dirs must name one or more distinct directories, not {dirs}")
@@ -136,6 +170,8 @@ class LogManager:
         self.dir_failures = LogDirFailureChannel(self._partitions_in)
         self.dir_failures.add_listener(self._take_offline)
         self._lock_fds: dict[str, int] = {}
+        self._forked = False
+        _OPEN.add(self)
         self._cleaner = Cleaner()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -152,7 +188,8 @@ class LogManager:
             for index, log_dir in enumerate(dirs):
                 try:
                     os.makedirs(log_dir, exist_ok=True)
-                    self._lock_fds[log_dir] = self._acquire_directory_lock(log_dir)
+                    held = (lock_fds or {}).get(log_dir)
+                    self._lock_fds[log_dir] = self._acquire_directory_lock(log_dir) if held is None else held
                     self._write_meta(log_dir)
                 except OSError as e:
                     if index == 0:
@@ -170,17 +207,11 @@ class LogManager:
 
     @staticmethod
     def _acquire_directory_lock(log_dir: str) -> int:
-        path = os.path.join(log_dir, ".lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = try_lock_directory(log_dir)
+        if fd is None:
             raise LogstoreError(
                 f"{log_dir} is in use by another process; stop it, or open a different data directory"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+            )
         return fd
 
     def _release_directory_locks(self) -> None:
@@ -324,8 +355,24 @@ class LogManager:
         return min(counts, key=lambda d: (counts[d], -free(d), order[d]))
 
     def check_open(self) -> None:
+        if self._forked:
+            raise LogstoreError(
+                f"the store at {self.data_dir} was opened before this process was forked; its threads "
+                "and lock stayed in the parent: open it again in the child (or start children with "
+                "multiprocessing's 'spawn' method)"
+            )
         if self._closed:
             raise LogstoreError(f"the store at {self.data_dir} is closed; open a new Store")
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: close the inherited ``.lock`` descriptors without unlocking (the
+        flock is the parent's: a child that kept a copy would hold it after the parent died, and no
+        other process could take the directory over); the copy of this manager refuses all use."""
+        self._forked = True
+        for fd in self._lock_fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._lock_fds.clear()
 
     # -- failed directories ------------------------------------------------
 
@@ -647,7 +694,10 @@ class LogManager:
 
     def close(self) -> None:
         """Stop the scheduler, flush and close every log, checkpoint, mark a clean shutdown in each
-        online directory (a failed directory gets no marker: its next open recovers)."""
+        online directory (a failed directory gets no marker: its next open recovers). A copy
+        inherited through fork() does nothing: the directory is the parent's."""
+        if self._forked:
+            return
         self._cancel_moves(lambda key, move: True, join=True)
         if self._thread is not None:  # joined outside the lock: its failure listener may need it
             self._stop.set()

@@ -94,7 +94,10 @@ class Store:
         retention_check_interval_ms: int = 300_000,
         checkpoint_interval_ms: int = 60_000,
         cleaner_backoff_ms: int = 15_000,
+        lock_fd: int | None = None,
     ) -> None:
+        """``lock_fd``: the first directory's ``.lock``, already taken by the caller
+        (:func:`~logstore.storage.log_manager.try_lock_directory`); the Store releases it."""
         # Several log directories (log.dirs): the topic registry lives in the first one.
         self.log_dirs = [os.path.abspath(d) for d in ([data_dir] if isinstance(data_dir, str) else data_dir)]
         self.data_dir = self.log_dirs[0]
@@ -112,6 +115,7 @@ class Store:
             retention_check_interval_ms=retention_check_interval_ms,
             checkpoint_interval_ms=checkpoint_interval_ms,
             cleaner_backoff_ms=cleaner_backoff_ms,
+            lock_fds=None if lock_fd is None else {self.data_dir: lock_fd},
         )
         try:
             os.makedirs(os.path.join(self.data_dir, TOPIC_CONFIGS), exist_ok=True)

@@ -28,6 +28,8 @@ import collections
 import errno
 import logging
 import os
+import socket
+import struct
 import time
 import typing
 from collections.abc import MutableSet
@@ -63,6 +65,16 @@ _QUEUE_FULL, _MUTED, _PARKED = 1, 2, 4
 def _resolve(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def unix_peer_pid(transport: asyncio.BaseTransport) -> int:
+    """The process id at the other end of a Unix-domain socket (SO_PEERCRED; -1 if unknown)."""
+    sock = transport.get_extra_info("socket")
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", creds)[0])
+    except (AttributeError, OSError, struct.error):
+        return -1
 
 
 class LoopSendfile:
@@ -165,8 +177,10 @@ class Connection(asyncio.BufferedProtocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = typing.cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.client_host = peer[0] if isinstance(peer, tuple) else str(peer)
+        if isinstance(peer, tuple):
+            self.peer, self.client_host = f"{peer[0]}:{peer[1]}", peer[0]
+        else:  # a Unix-domain socket (the embedded store's other processes): named by their pid
+            self.peer, self.client_host = f"localhost:pid={unix_peer_pid(transport)}", "localhost"
         self.broker.connections.add(self)
         self.broker.metrics.connection_opened(self.listener_name)
         if self.security_protocol != "PLAINTEXT":
