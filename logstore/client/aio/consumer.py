@@ -41,16 +41,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Self
 
 from logstore.client.aio.bridge import Waker, bridge
 from logstore.client.config import ClientConfig
-from logstore.client.consumer import Consumer
+from logstore.client.consumer import _CLIENT_ERRORS, Consumer
 from logstore.client.coordinator import _NOT_COORDINATOR, _RETRY, ConsumerCoordinator
 from logstore.client.errors import KafkaError, KafkaException, local
 from logstore.client.types import OFFSET_INVALID, ConsumerGroupMetadata, Message, TopicPartition
+
+_log = logging.getLogger("logstore.client.aio.consumer")
 
 _STEP_S = 0.2
 """The longest the loop waits between two steps of the consumer (its timers)."""
@@ -60,6 +63,17 @@ _CLOSE_S = 1.0
 """How long ``close()`` lets the LeaveGroup round trip hold the loop."""
 
 Offsets = dict[tuple[str, int], tuple[int, str | None]]
+
+
+def _passing(message: Message) -> bool:
+    """An error event of the client's connections (a broker down, as aiokafka retries them
+    quietly): logged, not raised by ``getmany`` / ``async for`` (``error_cb`` hears them when set;
+    ``consume`` / ``poll`` return them, as confluent-kafka's)."""
+    error = message.error()
+    if error is None or message.topic() is not None or error.code() not in _CLIENT_ERRORS:
+        return False
+    _log.warning("consumer: %s", error)
+    return True
 
 
 class AIOConsumer:
@@ -162,13 +176,17 @@ class AIOConsumer:
         """aiokafka's ``getmany``: the records there are within ``timeout_ms`` (up to
         ``max_records``, default 10,000), by partition. An error event (e.g. OFFSET_OUT_OF_RANGE
         with ``auto.offset.reset=none``) is raised as KafkaException, after the records taken
-        with it were returned (by the next call). ``partitions``: only these (the others'
+        with it were returned (by the next call); the client's connection errors are not raised
+        (logged, and given to ``error_cb``), as aiokafka retries them. ``partitions``: only these (the others'
         records stay buffered)."""
         wanted = 10_000 if max_records is None else max_records
         if partitions:
             return await self._getmany_of(partitions, timeout_ms, wanted)
-        out = await self.consume(wanted, timeout_ms / 1000)
-        return self._by_partition(out)
+        deadline = self._loop.time() + timeout_ms / 1000
+        while True:
+            result = self._by_partition(await self.consume(wanted, max(deadline - self._loop.time(), 0.0)))
+            if result or self._loop.time() >= deadline:
+                return result
 
     def _by_partition(self, out: list[Message]) -> dict[TopicPartition, list[Message]]:
         result: dict[TopicPartition, list[Message]] = {}
@@ -176,7 +194,8 @@ class AIOConsumer:
         errors = []
         for m in out:
             if m.error() is not None:
-                errors.append(m)
+                if not _passing(m):
+                    errors.append(m)
                 continue
             key = (str(m.topic()), m.partition())
             bucket = lists.get(key)
@@ -204,12 +223,15 @@ class AIOConsumer:
             mine = [m for m in self._buffer if (m.topic(), m.partition()) in keys]
             self._buffer = collections.deque(mine)
             try:
-                out = await self.consume(wanted, timeout_ms / 1000)
+                deadline = self._loop.time() + timeout_ms / 1000
+                while True:
+                    out = self._by_partition(await self.consume(wanted, max(deadline - self._loop.time(), 0.0)))
+                    if out or self._loop.time() >= deadline:
+                        return out
             finally:
                 self._buffer.extend(kept)
         finally:
             self._consumer.resume(others)
-        return self._by_partition(out)
 
     async def getone(self) -> Message:
         """The next record (aiokafka's ``getone``); error events raise KafkaException."""
@@ -233,6 +255,8 @@ class AIOConsumer:
             message = buffer.popleft()
             error = message.error()
             if error is not None:
+                if _passing(message):
+                    continue
                 raise KafkaException(error)
             if self._consumer._subscriptions.state((message.topic(), message.partition())) is None:  # type: ignore[arg-type]
                 continue  # revoked since it was taken
