@@ -446,6 +446,11 @@ class Producer:
             return 0
         default = batch.callback or self._default_callback
         records = batch.records
+        whole = getattr(batch.callback, "batch_delivered", None)
+        if whole is not None and batch.callbacks is None:
+            # produce_batch's callback that takes a batch at once (logstore.client.aio): no Message per record
+            whole(error, len(records))
+            return 1
         if batch.callbacks is None:
             if default is None:
                 return 0

@@ -61,23 +61,20 @@ for metadata time out in ``poll()`` (a Sender held by a broker that never answer
 Args = tuple[str, Any, Any, int, int, Headers]
 
 
-class _Delivery:
-    """A record's delivery callback: settles its asyncio future (on the loop's thread: reports
-    are served there). A future already done (cancelled) is left as it is."""
+class _Delivery(asyncio.Future):
+    """A record's delivery future, which is also its delivery callback (one object per record:
+    the report settles it on the loop's thread, reports being served there). A future already
+    done (cancelled) is left as it is."""
 
-    __slots__ = ("future",)
-
-    def __init__(self, future: asyncio.Future[Message]) -> None:
-        self.future = future
+    __slots__ = ()
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
-        future = self.future
-        if future.done():
+        if self.done():
             return
         if error is None:
-            future.set_result(message)
+            self.set_result(message)
         else:
-            future.set_exception(KafkaException(error))
+            self.set_exception(KafkaException(error))
 
 
 class _BatchDelivery:
@@ -92,10 +89,14 @@ class _BatchDelivery:
         self.error: KafkaError | None = None
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
+        self.batch_delivered(error, 1)
+
+    def batch_delivered(self, error: KafkaError | None, count: int) -> None:
+        """``count`` records reported at once (``Producer._report`` calls this for a whole batch)."""
         if error is not None and self.error is None:
             self.error = error
-        self.left -= 1
-        if self.left == 0 and not self.future.done():
+        self.left -= count
+        if self.left <= 0 and not self.future.done():
             if self.error is None:
                 self.future.set_result(self.count)
             else:
@@ -208,8 +209,8 @@ class AIOProducer:
     def _enqueue(
         self, topic: str, value: Any, key: Any, partition: int, timestamp: int, headers: Headers
     ) -> asyncio.Future[Message]:
-        future: asyncio.Future[Message] = self._loop.create_future()
-        self._enqueue_with(topic, value, key, partition, timestamp, headers, _Delivery(future))
+        future = _Delivery(loop=self._loop)
+        self._enqueue_with(topic, value, key, partition, timestamp, headers, future)
         return future
 
     def _enqueue_with(
