@@ -58,7 +58,12 @@ _TICK_S = 0.2
 """While records are outstanding the loop serves reports at least this often: records waiting
 for metadata time out in ``poll()`` (a Sender held by a broker that never answers)."""
 
-Args = tuple[str, Any, Any, int, int, Headers]
+_SETTLE_S = 0.002
+"""How soon a wait looks again once every report is served but records still count (see _until)."""
+
+Args = tuple[str, Any, Any, int, Any, Headers]
+_BATCH = object()
+"""In an overflow item's timestamp place: the item is a whole ``produce_batch`` (values, keys)."""
 
 
 class _Delivery(asyncio.Future):
@@ -119,7 +124,8 @@ class AIOProducer:
         self._producer._never_block()
         self._waker = Waker(self._loop, self._serve)
         self._producer.on_report = self._waker.wake
-        self._overflow: collections.deque[tuple[Args, Any]] = collections.deque()
+        self._overflow: collections.deque[tuple[Args, Any]] = collections.deque()  # waiting for room, in order
+        self._overflow_records = 0  # the records in it (a produce_batch item holds many)
         self._progress: asyncio.Future[None] | None = None  # settled at the next serve
         self._tick: asyncio.TimerHandle | None = None
         self._closed = False
@@ -193,18 +199,37 @@ class AIOProducer:
             return 0
         future: asyncio.Future[int] = self._loop.create_future()
         delivery = _BatchDelivery(future, count)
-        producer = self._producer
-        if not self._overflow and topic in producer._states:
-            try:
-                producer.produce_batch(topic, values, keys, partition, delivery)
-            except BufferError:
-                pass
-            else:
-                self._arm()
-                return await future
+        keys = None if keys is None else list(keys)
+        if topic in self._producer._states:  # else produce_batch would look the topic up, blocking
+            if self._closed:
+                raise KafkaException(local("_DESTROY", "the producer is closed"))
+            item = ((topic, values, keys, partition, _BATCH, None), delivery)
+            if self._overflow or not self._put_batch(item):
+                self._overflow.append(item)
+                self._overflow_records += count
+            self._arm()
+            return await future
         for i in range(count):
             self._enqueue_with(topic, values[i], None if keys is None else keys[i], partition, 0, None, delivery)
         return await future
+
+    def _put_batch(self, item: tuple[Args, Any]) -> bool:
+        """Hand a whole produce_batch to the producer: whether there was room (for all of it, or,
+        with nothing else queued, per record: a list larger than the buffer goes in piece by piece)."""
+        (topic, values, keys, partition, _, _), delivery = item
+        try:
+            self._producer.produce_batch(topic, values, keys, partition, delivery)
+            return True
+        except BufferError:
+            if len(self._producer):
+                return False
+        # Larger than the whole buffer: record by record, first in the overflow (the item was its head).
+        self._overflow.extendleft(
+            ((topic, values[i], None if keys is None else keys[i], partition, 0, None), delivery)
+            for i in reversed(range(len(values)))
+        )
+        self._overflow_records += len(values)
+        return True
 
     def _enqueue(
         self, topic: str, value: Any, key: Any, partition: int, timestamp: int, headers: Headers
@@ -220,11 +245,13 @@ class AIOProducer:
             raise KafkaException(local("_DESTROY", "the producer is closed"))
         if self._overflow:
             self._overflow.append(((topic, value, key, partition, timestamp, headers), delivery))
+            self._overflow_records += 1
         else:
             try:
                 self._producer.produce(topic, value, key, partition, delivery, timestamp, headers)
             except BufferError:
                 self._overflow.append(((topic, value, key, partition, timestamp, headers), delivery))
+                self._overflow_records += 1
         if self._tick is None:
             self._arm()
 
@@ -240,7 +267,15 @@ class AIOProducer:
         overflow = self._overflow
         produce = self._producer.produce
         while overflow:
-            (topic, value, key, partition, timestamp, headers), delivery = overflow[0]
+            item = overflow[0]
+            (topic, value, key, partition, timestamp, headers), delivery = item
+            if timestamp is _BATCH:
+                overflow.popleft()
+                if not self._put_batch(item):
+                    overflow.appendleft(item)
+                    break
+                self._overflow_records -= len(value)
+                continue
             try:
                 produce(topic, value, key, partition, delivery, timestamp, headers)
             except BufferError:
@@ -248,6 +283,7 @@ class AIOProducer:
             except KafkaException as e:
                 delivery(e.error, Message(topic, partition, -1, key, value, error=e.error))
             overflow.popleft()
+            self._overflow_records -= 1
         progress, self._progress = self._progress, None
         if progress is not None and not progress.done():
             progress.set_result(None)
@@ -272,15 +308,21 @@ class AIOProducer:
             if self._progress is None:
                 self._progress = self._loop.create_future()
             self._arm()
+            # The Sender releases a batch's room just after queuing its report: when the last
+            # reports are served and records still count, look again shortly.
+            settling = not self._producer._reports and self._overflow_records == 0
+            step = _SETTLE_S if settling else left
+            if step is not None and left is not None:
+                step = min(step, left)
             try:
-                async with asyncio.timeout(left):
+                async with asyncio.timeout(step):
                     await asyncio.shield(self._progress)
             except TimeoutError:
-                return bool(done())
+                self._serve()
         return True
 
     def _queued(self) -> int:
-        return len(self._producer) + len(self._overflow)
+        return len(self._producer) + self._overflow_records
 
     def __len__(self) -> int:
         """Records queued, in flight, or waiting for room (and reports not yet served)."""
@@ -312,8 +354,12 @@ class AIOProducer:
 
     def _fail_overflow(self, error: KafkaError) -> None:
         while self._overflow:
-            (topic, value, key, partition, _, _), delivery = self._overflow.popleft()
-            delivery(error, Message(topic, partition, -1, key, value, error=error))
+            (topic, value, key, partition, timestamp, _), delivery = self._overflow.popleft()
+            if timestamp is _BATCH:
+                delivery.batch_delivered(error, len(value))
+            else:
+                delivery(error, Message(topic, partition, -1, key, value, error=error))
+        self._overflow_records = 0
 
     def _check_open(self) -> None:
         if self._closed:
