@@ -55,6 +55,7 @@ from logstore.client.types import OFFSET_INVALID, ConsumerGroupMetadata, Message
 
 _log = logging.getLogger("logstore.client.aio.consumer")
 
+_ERROR, _TOPIC, _PARTITION = Message.error, Message.topic, Message.partition
 _STEP_S = 0.2
 """The longest the loop waits between two steps of the consumer (its timers)."""
 _ITER_BATCH = 500
@@ -189,6 +190,15 @@ class AIOConsumer:
                 return result
 
     def _by_partition(self, out: list[Message]) -> dict[TopicPartition, list[Message]]:
+        if not out:
+            return {}
+        # The common case in C-level passes: no error event, one partition (the fetcher hands
+        # out a partition's records in runs).
+        if list(map(_ERROR, out)).count(None) == len(out):
+            topics = set(map(_TOPIC, out))
+            partitions = set(map(_PARTITION, out))
+            if len(topics) == 1 and len(partitions) == 1:
+                return {TopicPartition(str(topics.pop()), partitions.pop()): out}
         result: dict[TopicPartition, list[Message]] = {}
         lists: dict[tuple[str, int], list[Message]] = {}
         errors = []
