@@ -394,8 +394,9 @@ class AIOConsumer:
                     return None
                 raise KafkaException(local("_NO_OFFSET", "commit(): no offset stored for any partition"))
         if asynchronous:
-            self._consumer.commit(offsets=[TopicPartition(t, p, o, m) for (t, p), (o, m) in wanted.items()],
-                                  asynchronous=True)  # fmt: skip
+            with self._consumer._cluster.deadline(time.monotonic()):  # FindCoordinator: cut short
+                self._consumer.commit(offsets=[TopicPartition(t, p, o, m) for (t, p), (o, m) in wanted.items()],
+                                      asynchronous=True)  # fmt: skip
             self._waker.wake()
             return None
         deadline = time.monotonic() + self._request_timeout_s

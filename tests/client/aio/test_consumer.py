@@ -256,3 +256,24 @@ def test_no_broker_keeps_the_timeouts(loop: str) -> None:
         await c.close()
 
     run(main, loop, timeout=60)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_asynchronous_commit_reports_to_on_commit(bootstrap: str, loop: str) -> None:
+    topic = fill(bootstrap, 1, 10)
+    heard: list[tuple[object, list[TopicPartition]]] = []
+    config = group_config(bootstrap, **{"enable.auto.commit": False,
+                                        "on_commit": lambda err, parts: heard.append((err, parts))})  # fmt: skip
+
+    async def main() -> None:
+        async with AIOConsumer(config) as c:
+            await c.assign([TopicPartition(topic, 0, 0)])
+            assert values(await c.consume(10, 10)) == list(range(10))
+            assert await c.commit(asynchronous=True) is None
+            deadline = time.monotonic() + 30
+            while not heard and time.monotonic() < deadline:
+                await c.consume(1, 0.2)  # serves on_commit, as the sync consumer's poll
+            assert heard and heard[0][0] is None and [tp.offset for tp in heard[0][1]] == [10]
+            assert [tp.offset for tp in await c.committed([TopicPartition(topic, 0)])] == [10]
+
+    run(main, loop)
