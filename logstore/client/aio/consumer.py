@@ -268,10 +268,12 @@ class AIOConsumer:
                 if _passing(message):
                     continue
                 raise KafkaException(error)
-            if self._consumer._subscriptions.state((message.topic(), message.partition())) is None:  # type: ignore[arg-type]
+            state = self._consumer._subscriptions.assignment.get((message.topic(), message.partition()))  # type: ignore[arg-type]
+            if state is None:
                 continue  # revoked since it was taken
             if self._auto_store:
-                self._store((message,))
+                state.stored = message.offset() + 1
+                state.stored_metadata = None
             return message
 
     # -- subscription and positions (local: the loop's thread) --------------------------------
