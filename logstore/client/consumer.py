@@ -115,13 +115,16 @@ class Consumer:
         self._key_deserializer: Callable[..., Any] | None = config_["key.deserializer"]
         self._value_deserializer: Callable[..., Any] | None = config_["value.deserializer"]
         self._wake = threading.Event()
+        # Called (any thread) whenever the consumer's wait should end: records landed, a
+        # response came, a rebalance moved on. logstore.client.aio wakes its event loop with it.
+        self.on_wake: Callable[[], Any] | None = None
         self._cluster = Cluster(config_)
         self._subscriptions = SubscriptionState(config_["auto.offset.reset"])
-        self._fetcher = Fetcher(self._cluster, self._subscriptions, config_, self._wake.set)
+        self._fetcher = Fetcher(self._cluster, self._subscriptions, config_, self._wake_up)
         self._coordinator: ConsumerCoordinator | None = None
         if self._group_id is not None:
             self._coordinator = ConsumerCoordinator(
-                self._cluster, config_, self._subscriptions, self, self._wake.set
+                self._cluster, config_, self._subscriptions, self, self._wake_up
             )
         self._on_assign: RebalanceCallback | None = None
         self._on_revoke: RebalanceCallback | None = None
@@ -135,6 +138,13 @@ class Consumer:
         self._subscription_refresh_at = 0.0
         self._reported: dict[int, float] = {}  # error code -> when last reported
         self._closed = False
+
+    def _wake_up(self) -> None:
+        """End the wait of ``consume()`` (the network and heartbeat threads call it)."""
+        self._wake.set()
+        hook = self.on_wake
+        if hook is not None:
+            hook()
 
     # -- confluent-kafka's API: subscription -------------------------------------
 
@@ -676,7 +686,7 @@ class Consumer:
             self._offset_fetch_retry_at = time.monotonic() + self._backoff_s
             self._fetcher.transport_errors.append(e.error)
             return
-        future.add_done_callback(lambda _f: self._wake.set())
+        future.add_done_callback(lambda _f: self._wake_up())
         self._offset_fetch = (future, waiting)
 
     def _maintain_metadata(self) -> None:

@@ -157,6 +157,9 @@ class Producer:
         self._errors: collections.deque[KafkaError] = collections.deque()
         self._closed = False
         self._fatal: KafkaError | None = None
+        # Called (on the sender's thread, no lock held) whenever a delivery report or an error
+        # is queued for poll(): logstore.client.aio wakes its event loop with it.
+        self.on_report: Callable[[], Any] | None = None
 
         self._cluster = Cluster(cfg)
         self._txn: TransactionManager | None = None
@@ -443,6 +446,11 @@ class Producer:
             return 0
         default = batch.callback or self._default_callback
         records = batch.records
+        whole = getattr(batch.callback, "batch_delivered", None)
+        if whole is not None and batch.callbacks is None:
+            # produce_batch's callback that takes a batch at once (logstore.client.aio): no Message per record
+            whole(error, len(records))
+            return 1
         if batch.callbacks is None:
             if default is None:
                 return 0
@@ -472,9 +480,7 @@ class Producer:
         reports, running callbacks; returns how many records are still queued (0: all done).
         ``timeout`` seconds (None or negative: no limit)."""
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
-        with self._acc.lock:
-            self._acc.flushing += 1
-        self._sender.wake.set()
+        self._flushing(1)
         try:
             while True:
                 self.poll(0)
@@ -487,8 +493,20 @@ class Producer:
                     if not self._reports and not self._errors and len(self):
                         self._events.wait(0.1 if left is None else min(left, 0.1))
         finally:
-            with self._acc.lock:
-                self._acc.flushing -= 1
+            self._flushing(-1)
+
+    def _flushing(self, change: int) -> None:
+        """A flush starts (+1: every queued batch is ready now, the sender woken) or ends (-1)."""
+        with self._acc.lock:
+            self._acc.flushing += change
+        if change > 0:
+            self._sender.wake.set()
+
+    def _never_block(self) -> None:
+        """From now on ``produce()`` raises BufferError at once when the buffer is full, rather
+        than waiting up to ``max.block.ms`` (logstore.client.aio: an event loop must not block;
+        it keeps such records itself until there is room)."""
+        self._acc.max_block = 0.0
 
     def __len__(self) -> int:
         """Records queued or in flight, plus delivery reports not yet served by poll()."""
@@ -515,6 +533,9 @@ class Producer:
                 self._reports.append((batch, error, base_offset, append_time))
                 self._report_records += len(batch.records)
             self._events.notify_all()
+        hook = self.on_report
+        if hook is not None:
+            hook()
 
     def client_error(self, error: KafkaError) -> None:
         _log.debug("producer error: %s", error)
@@ -523,6 +544,9 @@ class Producer:
         with self._events:
             self._errors.append(error)
             self._events.notify_all()
+        hook = self.on_report
+        if hook is not None:
+            hook()
 
     def pending_topics(self) -> set[str]:
         return self._pending.topics()
