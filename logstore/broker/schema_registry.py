@@ -86,6 +86,10 @@ class SchemasTopic:
         except LogstoreError:  # the log manager is closed: the broker is stopping
             return None
 
+    def has_copy(self) -> bool:
+        """Whether this broker holds a copy of ``_schemas-0`` (leader or follower)."""
+        return self._local() is not None
+
     def start(self) -> int:
         log = self._local()
         return 0 if log is None else log.log_start_offset
