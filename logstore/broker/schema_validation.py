@@ -21,14 +21,16 @@ passes. A batch with any refused record is refused whole with INVALID_RECORD,
 each refused record named with its reason (KIP-467 ``record_errors``), as
 Kafka refuses a batch for a record without a key in a compacted topic.
 
-Cost (docs/benchmarks.md): on top of storage's one C scan, one C decode of
-the batch's key/value positions (``columns_of``, no Python per record), a
-few numpy operations over the positions (gather the magic bytes and ids,
-a ``searchsorted`` against the allowed ids) and, per batch, a dict lookup:
-the allowed ids per (topic, key or value, strategy) are cached with the
-registry's generation (``RegistryService.generation``, which rises whenever
-``_schemas`` adds a record) and rebuilt only when it changes. Python runs per
-record only on the refusal path, to name the records.
+Cost (docs/benchmarks.md, ~11 µs per 1,000-record batch): on top of storage's
+one C scan, one C walk of the records (``ls_schema_ids``: the ids of the keys
+or values, and the one id they share when they agree, no Python per record)
+and, per batch, a dict and a set lookup: the allowed ids per (topic, key or
+value, strategy) are cached with the registry's generation
+(``RegistryService.generation``, which rises whenever ``_schemas`` adds a
+record) and rebuilt only when it changes. numpy runs when the ids differ
+within a batch (``np.isin`` against the allowed ids) and for compressed
+batches (decompressed by ``columns_of``, ids gathered by :func:`framed_ids`);
+Python runs per record only on the refusal path, to name the records.
 
 Where the registry state comes from: the broker's own registry when
 ``schema.registry.listeners`` is set; otherwise this module reads ``_schemas``
@@ -58,6 +60,9 @@ from logstore.storage.config import LogConfig
 
 MAGIC = 0
 FRAME_BYTES = 5  # magic byte + 4-byte id
+ID_NULL, ID_NONE, ID_MIXED = -1, -2, -3  # a null field; a field without the framing; records that differ
+_HAVE_C = hasattr(lib, "ls_schema_ids")  # an extension built before it: the numpy path
+assert not _HAVE_C or (lib.LS_SCHEMA_ID_NULL, lib.LS_SCHEMA_ID_NONE, lib.LS_SCHEMA_ID_MIXED) == (ID_NULL, ID_NONE, ID_MIXED)
 _ALLOWED_KEPT = 4096  # cached (topic, part, strategy) entries; cleared whole past this
 _NAMES = {"TopicNameStrategy": "topic", "RecordNameStrategy": "record", "TopicRecordNameStrategy": "topic_record"}
 
@@ -82,42 +87,43 @@ def framed_ids(buffer: Any, positions: np.ndarray, lengths: np.ndarray) -> tuple
     return framed, words[at + 1]  # indexing, not take: take would copy the whole strided view first
 
 
-class _Positions:
-    """Key and value positions of a batch's records, decoded in C into arrays kept from one call to
-    the next (``ls_decode_batches`` with its cffi pointers made once per capacity): the check's
-    decode without a :class:`Columns` and its allocations per batch. A compressed batch goes
-    through :func:`columns_of` (it decompresses). Not thread-safe: the event loop's."""
+class _Ids:
+    """The schema ids of a batch's keys or values: one C walk (``ls_schema_ids``) into an array
+    kept from one call to the next, with the one id every record has when they agree (the fast
+    path: a set lookup decides the batch). A compressed batch, or an extension built before
+    ``ls_schema_ids``, goes through :func:`columns_of` and :func:`framed_ids` (numpy). Ids are
+    :data:`ID_NULL` for a null field and :data:`ID_NONE` for one without the framing. Not
+    thread-safe: the event loop's."""
 
     def __init__(self) -> None:
         self._capacity = 0
-        self._arrays: list[np.ndarray] = []
-        self._pointers: list[Any] = []
+        self._array = np.empty(0, dtype=np.int64)
+        self._pointer: Any = None
         self._count = ffi.new("int64_t *")
+        self._uniform = ffi.new("int64_t *")
         self._columns: Columns | None = None
 
-    def _grow(self, count: int) -> None:
-        capacity = max(count, 2 * self._capacity, 64)
-        wide = [np.empty(capacity, dtype=np.int64) for _ in range(2)]
-        narrow = [np.empty(capacity, dtype=np.int32) for _ in range(5)]
-        self._arrays = [*wide, *narrow]
-        self._pointers = [ffi.from_buffer("int64_t[]", a) for a in wide] + [
-            ffi.from_buffer("int32_t[]", a) for a in narrow
-        ]
-        self._capacity = capacity
-
-    def __call__(self, data: Any, count: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(buffer, key positions, key lengths, value positions, value lengths) of the ``count``
-        records of ``data`` (whole, validated batches); positions index ``buffer``."""
-        if count > self._capacity:
-            self._grow(count)
-        rc = lib.ls_decode_batches(ffi.from_buffer(data), len(data), count, *self._pointers, self._count)
-        if rc == 0 and self._count[0] == count:
-            arrays = self._arrays
-            return data, arrays[2][:count], arrays[3][:count], arrays[4][:count], arrays[5][:count]
-        if rc not in (0, lib.LS_ERR_ARGUMENT):
-            raise_for(rc, "decoding the records of a produced batch")
+    def __call__(self, data: Any, count: int, which: int) -> tuple[int, np.ndarray]:
+        """(the id every record has, or :data:`ID_MIXED`; the ids) of the ``count`` records'
+        keys (``which`` 0) or values (1) of ``data`` (whole, validated batches)."""
+        if _HAVE_C:
+            if count > self._capacity:
+                self._capacity = max(count, 2 * self._capacity, 64)
+                self._array = np.empty(self._capacity, dtype=np.int64)
+                self._pointer = ffi.from_buffer("int64_t[]", self._array)
+            rc = lib.ls_schema_ids(ffi.from_buffer(data), len(data), which, self._capacity, self._pointer,
+                                   self._count, self._uniform)  # fmt: skip
+            if rc == 0 and self._count[0] == count:
+                return int(self._uniform[0]), self._array[:count]
+            if rc not in (0, lib.LS_ERR_ARGUMENT):
+                raise_for(rc, "reading the schema ids of a produced batch")
         columns = self._columns = columns_of(memoryview(data), self._columns)  # compressed
-        return columns.buffer, columns.key_positions, columns.key_lengths, columns.value_positions, columns.value_lengths
+        positions = columns.key_positions if which == 0 else columns.value_positions
+        lengths = columns.key_lengths if which == 0 else columns.value_lengths
+        framed, found = framed_ids(columns.buffer, positions, lengths)
+        ids = np.where(lengths < 0, ID_NULL, np.where(framed, found.astype(np.int64), ID_NONE))
+        same = len(ids) > 0 and bool((ids == ids[0]).all())
+        return (int(ids[0]) if same else ID_MIXED), ids
 
 
 class SchemaIdCheck:
@@ -132,7 +138,7 @@ class SchemaIdCheck:
         self.broker = broker
         self._own: RegistryService | None = None  # when the broker serves no registry
         self._allowed: dict[tuple[str, str, str], tuple[int, np.ndarray, frozenset[int]]] = {}
-        self._positions = _Positions()
+        self._ids = _Ids()
 
     def service(self) -> RegistryService:
         server = getattr(self.broker, "schema_registry", None)
@@ -153,26 +159,20 @@ class SchemaIdCheck:
         registry = service.registry
         if count < 0:
             count = len(columns_of(memoryview(data)))
-        buffer, key_positions, key_lengths, value_positions, value_lengths = self._positions(data, count)
         refused: dict[int, str] = {}
-        for part, on in (("key", on_key), ("value", on_value)):
+        for which, part, on in ((0, "key", on_key), (1, "value", on_value)):
             if not on:
                 continue
-            if part == "key":
-                positions, lengths = key_positions, key_lengths
-                strategy = strategy_of(config.confluent_key_subject_name_strategy)
-            else:
-                positions, lengths = value_positions, value_lengths
-                strategy = strategy_of(config.confluent_value_subject_name_strategy)
-            framed, ids = framed_ids(buffer, positions, lengths)
+            name = config.confluent_key_subject_name_strategy if which == 0 else config.confluent_value_subject_name_strategy
+            strategy = strategy_of(name)
             allowed, allowed_set = self.allowed(registry, service.generation, topic, part, strategy)
-            if len(ids) and framed.all() and int(ids[0]) in allowed_set and (ids == ids[0]).all():
+            uniform, ids = self._ids(data, count, which)
+            if uniform >= 0 and uniform in allowed_set:
                 continue  # the common case: every record framed with one allowed id
-            bad = (lengths >= 0) & ~(framed & np.isin(ids, allowed))
+            bad = (ids != ID_NULL) & ~np.isin(ids, allowed)
             for index in np.flatnonzero(bad).tolist():
                 if index not in refused:
-                    refused[index] = self._reason(registry, topic, part, strategy, bool(framed[index]),
-                                                  int(ids[index]))  # fmt: skip
+                    refused[index] = self._reason(registry, topic, part, strategy, int(ids[index]))
         if not refused:
             return None
         errors = tuple(sorted(refused.items()))
@@ -212,9 +212,9 @@ class SchemaIdCheck:
         self._allowed[key] = (generation, allowed, frozenset(found))
         return allowed, frozenset(found)
 
-    def _reason(self, registry: Registry, topic: str, part: str, strategy: str, framed: bool, schema_id: int) -> str:
-        """Why one record's ``part`` is refused (the error path)."""
-        if not framed:
+    def _reason(self, registry: Registry, topic: str, part: str, strategy: str, schema_id: int) -> str:
+        """Why one record's ``part`` (its id, or :data:`ID_NONE`) is refused (the error path)."""
+        if schema_id == ID_NONE:
             return (
                 f"the {part} has no schema id: it does not start with magic byte 0 and a 4-byte schema id "
                 "(Confluent's wire format); produce it with a schema registry serializer"

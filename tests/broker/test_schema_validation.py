@@ -169,3 +169,19 @@ def _schema_record(subject: str, schema_id: int, schema: str, schema_type: str =
     from logstore.schemas.records import SchemaValue, schema_record
 
     return schema_record(SchemaValue(subject, 1, schema_id, schema, schema_type))
+
+
+def test_the_c_walk_reads_ids_nulls_and_unframed_fields() -> None:
+    from logstore._native import ffi, lib
+
+    batch = build_batch([(None, framed(7)), (framed(9), None), (b"k", b"plain"), (b"\x00\x00", framed(7, b""))])
+    ids, count, uniform = ffi.new("int64_t[]", 8), ffi.new("int64_t *"), ffi.new("int64_t *")
+    assert lib.ls_schema_ids(batch, len(batch), 1, 8, ids, count, uniform) == 0
+    assert count[0] == 4 and list(ids[0:4]) == [7, -1, -2, 7] and uniform[0] == -3
+    assert lib.ls_schema_ids(batch, len(batch), 0, 8, ids, count, uniform) == 0
+    assert list(ids[0:4]) == [-1, 9, -2, -2]
+    same = build_batch([b"\x00\x80\x00\x00\x05"] * 3)  # read as unsigned 32-bit
+    assert lib.ls_schema_ids(same, len(same), 1, 8, ids, count, uniform) == 0 and uniform[0] == 2**31 + 5
+    assert lib.ls_schema_ids(same, len(same), 1, 2, ids, count, uniform) == lib.LS_ERR_CAPACITY
+    zipped = build_batch([framed(1)], compression="gzip")
+    assert lib.ls_schema_ids(zipped, len(zipped), 1, 8, ids, count, uniform) == lib.LS_ERR_ARGUMENT
