@@ -72,6 +72,16 @@ def strategy_of(name: str) -> str:
     return _NAMES[name.rsplit(".", 1)[-1]]
 
 
+def subject_strategy(config: LogConfig, part: str) -> str:
+    """The topic's subject name strategy for ``part`` (``key``/``value``): Confluent's key, else
+    Redpanda's when only that one is set."""
+    confluent = f"confluent.{part}.subject.name.strategy"
+    redpanda = f"redpanda.{part}.subject.name.strategy"
+    if confluent not in config.overrides and redpanda in config.overrides:
+        return str(config.values[redpanda])
+    return str(config.values[confluent])
+
+
 def framed_ids(buffer: Any, positions: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(framed, ids) of the fields at ``positions``/``lengths`` of ``buffer``: whether each starts
     with magic 0 and has an id (at least 5 bytes), and the id its bytes 1-4 hold (uint32;
@@ -163,8 +173,7 @@ class SchemaIdCheck:
         for which, part, on in ((0, "key", on_key), (1, "value", on_value)):
             if not on:
                 continue
-            name = config.confluent_key_subject_name_strategy if which == 0 else config.confluent_value_subject_name_strategy
-            strategy = strategy_of(name)
+            strategy = strategy_of(subject_strategy(config, part))
             allowed, allowed_set = self.allowed(registry, service.generation, topic, part, strategy)
             uniform, ids = self._ids(data, count, which)
             if uniform >= 0 and uniform in allowed_set:

@@ -228,6 +228,16 @@ for _part in ("key", "value"):
             f"the subject a {_part}'s schema id must be registered under, as the serializers name it",
         )
     )
+    _KEYS.append(
+        ConfigKey(
+            f"redpanda.{_part}.subject.name.strategy",
+            "string",
+            "TopicNameStrategy",
+            lambda v: v.rsplit(".", 1)[-1] in SUBJECT_NAME_STRATEGIES,
+            "[TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy]",
+            f"Redpanda's name for confluent.{_part}.subject.name.strategy (that one wins when both are set)",
+        )
+    )
 _KEYS.sort(key=lambda key: key.name)
 CONFIG_KEYS: dict[str, ConfigKey] = {key.name: key for key in _KEYS}
 

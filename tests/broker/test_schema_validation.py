@@ -115,6 +115,11 @@ def test_record_name_strategies(fake: FakeBroker) -> None:
     assert check("orders", by_topic_record, build_batch([framed(topic_user)])) is None
     refused = check("payments", by_topic_record, build_batch([framed(topic_user)]))  # registered for orders
     assert refused is not None and "TopicRecordNameStrategy" in str(refused.record_errors[0][1])
+    redpanda = config(redpanda_value_schema_id_validation="true", redpanda_value_subject_name_strategy="RecordNameStrategy")
+    assert check("orders", redpanda, build_batch([framed(user)])) is None  # Redpanda's strategy key
+    both = config(redpanda_value_schema_id_validation="true", redpanda_value_subject_name_strategy="RecordNameStrategy",
+                  confluent_value_subject_name_strategy="TopicNameStrategy")  # fmt: skip
+    assert check("orders", both, build_batch([framed(user)])) is not None  # Confluent's wins: orders-value has none
 
 
 def test_the_cache_follows_the_registry(fake: FakeBroker) -> None:
