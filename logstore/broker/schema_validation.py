@@ -86,7 +86,8 @@ def framed_ids(buffer: Any, positions: np.ndarray, lengths: np.ndarray) -> tuple
     """(framed, ids) of the fields at ``positions``/``lengths`` of ``buffer``: whether each starts
     with magic 0 and has an id (at least 5 bytes), and the id its bytes 1-4 hold (uint32;
     meaningless where not framed). Vectorized: the magic bytes are one ``take`` of the bytes, the
-    ids one ``take`` of a big-endian uint32 view of ``buffer`` at every byte (stride 1, no copy)."""
+    ids one fancy index into a big-endian uint32 view of ``buffer`` at every byte (stride 1, no
+    copy). The path of compressed batches (the C walk, ``ls_schema_ids``, takes the others)."""
     raw = np.frombuffer(buffer, dtype=np.uint8)
     size = len(raw)
     if size < FRAME_BYTES:
