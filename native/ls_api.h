@@ -244,6 +244,19 @@ int ls_decode_batches(const uint8_t *buf, int64_t len, int64_t record_cap, int64
                       int32_t *value_pos, int32_t *value_lens, int32_t *header_counts,
                       int64_t *count_out);
 
+/* The Confluent wire-format schema ids of the keys (which 0) or values
+ * (which 1) of every record of whole, validated, uncompressed batches in
+ * buf[0..len) (a produced batch, in memory: not guarded for segment maps), in
+ * record order into ids (capacity cap): the big-endian int32 after magic byte
+ * 0 of a field of at least 5 bytes; LS_SCHEMA_ID_NULL for a null field,
+ * LS_SCHEMA_ID_NONE for a field without that framing. *count_out gets the
+ * records; *uniform_out the one value every record has (LS_SCHEMA_ID_MIXED if
+ * they differ or there are none). LS_ERR_ARGUMENT at a compressed batch,
+ * LS_ERR_CAPACITY when cap is short. One pass, no allocation. */
+enum { LS_SCHEMA_ID_NULL = -1, LS_SCHEMA_ID_NONE = -2, LS_SCHEMA_ID_MIXED = -3 };
+int ls_schema_ids(const uint8_t *buf, int64_t len, int32_t which, int64_t cap, int64_t *ids,
+                  int64_t *count_out, int64_t *uniform_out);
+
 /* The producer fields of every batch in buf[0..len) whose producer id is
  * >= 0, in log order, into arrays of capacity cap: producer id, epoch, base
  * sequence, last offset delta, base offset, attributes, and for a control

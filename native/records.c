@@ -264,3 +264,51 @@ int lsu_decode_batches(const uint8_t *buf, int64_t len, int64_t record_cap, int6
     ls_assert(position <= len);
     return LS_OK;
 }
+
+/* The Confluent wire-format schema id of a field: the big-endian int32 after
+ * magic byte 0 in a field of at least 5 bytes. */
+static inline int64_t schema_id_of(const uint8_t *section, int32_t pos, int32_t len) {
+    if (len < 0) return LS_SCHEMA_ID_NULL;
+    if (len < 5 || section[pos] != 0) return LS_SCHEMA_ID_NONE;
+    const uint8_t *q = section + pos + 1;
+    return (int64_t)(((uint32_t)q[0] << 24) | ((uint32_t)q[1] << 16) | ((uint32_t)q[2] << 8) | (uint32_t)q[3]);
+}
+
+int ls_schema_ids(const uint8_t *buf, int64_t len, int32_t which, int64_t cap, int64_t *ids,
+                  int64_t *count_out, int64_t *uniform_out) {
+    if (buf == NULL || len < 0 || len > INT32_MAX || cap < 0 || ids == NULL || count_out == NULL ||
+        uniform_out == NULL || (which != 0 && which != 1))
+        return LS_ERR_ARGUMENT;
+    int64_t position = 0, count = 0, uniform = LS_SCHEMA_ID_MIXED;
+    int64_t iterations_max = len / LS_BATCH_HEADER_SIZE + 1;
+    *count_out = 0;
+    *uniform_out = LS_SCHEMA_ID_MIXED;
+    for (int64_t b = 0; b < iterations_max && position < len; b++) {
+        ls_batch_t header;
+        int rc = ls_batch_header(buf + position, len - position, len, &header);
+        if (rc != LS_OK) return rc;
+        if ((header.attributes & LS_ATTR_COMPRESSION_MASK) != 0) return LS_ERR_ARGUMENT;
+        if (count + header.record_count > cap) return LS_ERR_CAPACITY;
+        const uint8_t *section = buf + position + LS_BATCH_HEADER_SIZE, *p = section;
+        const uint8_t *end = buf + position + header.size;
+        for (int32_t i = 0; i < header.record_count; i++) {
+            ls_record_view_t r;
+            if (!record_read_short(&p, end, section, &r)) {
+                rc = ls_record_read(&p, end, section, &r, NULL, NULL, NULL, NULL, 0);
+                if (rc != LS_OK) return rc;
+            }
+            int64_t id = which == 0 ? schema_id_of(section, r.key_pos, r.key_len)
+                                    : schema_id_of(section, r.value_pos, r.value_len);
+            ids[count + i] = id;
+            if (count + i == 0) uniform = id;
+            else if (id != uniform) uniform = LS_SCHEMA_ID_MIXED;
+        }
+        if (p != end) return LS_ERR_CORRUPT;
+        count += header.record_count;
+        position += header.size;
+        *count_out = count;
+    }
+    ls_assert(position <= len);
+    *uniform_out = count > 0 ? uniform : LS_SCHEMA_ID_MIXED;
+    return LS_OK;
+}

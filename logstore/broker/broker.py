@@ -41,6 +41,7 @@ from logstore.broker.replication.fetch_session import FetchSessionCache
 from logstore.broker.replication.replica_fetcher import FetcherSettings
 from logstore.broker.replication.replica_manager import ReplicaManager
 from logstore.broker.schema_registry import start_schema_registry
+from logstore.broker.schema_validation import SchemaIdCheck
 from logstore.broker.transactions.producer_ids import ProducerIds
 from logstore.broker.transactions.state_topic import on_transaction_state_leadership, start_transactions
 from logstore.broker.transactions.transaction_io import BrokerTransactionIO
@@ -176,6 +177,8 @@ class Broker:
         )
         self.metrics_server: MetricsServer | None = None
         self.schema_registry: RegistryServer | None = None  # schema.registry.listeners (schema_registry.py)
+        # Topics with confluent.{key,value}.schema.validation: their records' schema ids (schema_validation.py).
+        self.replica_manager.record_check = SchemaIdCheck(self)
         self.producer_ids = ProducerIds(self.data_dir)
         # Client quotas (client_quotas.py) and connection limits (connection_limits.py).
         self.connection_limits = ConnectionLimits(lambda: self.config)

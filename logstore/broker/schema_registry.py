@@ -50,6 +50,7 @@ from logstore.schemas import errors
 from logstore.schemas.http import RegistryServer
 from logstore.schemas.records import Record
 from logstore.schemas.service import RegistryService
+from logstore.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from logstore.security.scram import MECHANISMS
 from logstore.security.tls import server_context
 from logstore.storage.log import Log
@@ -85,6 +86,10 @@ class SchemasTopic:
             return self.broker.replica_manager.logs_by_partition.find_log(SCHEMAS_TOPIC, 0)
         except LogstoreError:  # the log manager is closed: the broker is stopping
             return None
+
+    def has_copy(self) -> bool:
+        """Whether this broker holds a copy of ``_schemas-0`` (leader or follower)."""
+        return self._local() is not None
 
     def start(self) -> int:
         log = self._local()
@@ -272,6 +277,38 @@ class BasicAuthUsers:
         return False
 
 
+_OPERATIONS = {"READ": AclOperation.READ, "WRITE": AclOperation.WRITE, "ALTER_CONFIGS": AclOperation.ALTER_CONFIGS}
+
+
+class SubjectAcls:
+    """The registry's authorization against the broker's ACLs (schemas/acls.py says which request
+    needs which operation). A subject is its topic's ACL: ``<topic>-key`` and ``<topic>-value``
+    (TopicNameStrategy) are the topic ``<topic>``; any other subject (RecordNameStrategy's
+    ``shop.User``) is the topic of the subject's own name (prefixed ACLs cover families of
+    them). The registry as a whole (global config and mode) is the CLUSTER resource. Without an
+    authorizer on the broker everything is allowed. Principal ``User:<basic auth user>``."""
+
+    def __init__(self, broker: Services) -> None:
+        self.broker = broker
+
+    @staticmethod
+    def topic_of(subject: str) -> str:
+        for suffix in ("-key", "-value"):
+            if subject.endswith(suffix) and len(subject) > len(suffix):
+                return subject[: -len(suffix)]
+        return subject
+
+    def __call__(self, user: str, host: str, operation: str, subject: str | None) -> bool:
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        if subject is None:
+            resource, name = ResourceType.CLUSTER, CLUSTER_NAME
+        else:
+            resource, name = ResourceType.TOPIC, self.topic_of(subject)
+        return authorizer.authorize("User", user, host, _OPERATIONS[operation], resource, name)
+
+
 def _tls(broker: Services, client: bool = False) -> ssl.SSLContext:
     """The https listener's context from the broker's PEM ``ssl.*`` settings (``client``: the
     context forwarded writes check an https writer with: the truststore, or the system's CAs)."""
@@ -314,6 +351,7 @@ async def start_schema_registry(broker: Services) -> RegistryServer | None:
         max_body_bytes=int(broker.config.values["schema.registry.max.request.bytes"]),
         authenticate=BasicAuthUsers(broker) if basic else None,
         client_ssl=_tls(broker, client=True) if tls else None,
+        authorize=SubjectAcls(broker) if basic else None,
     )
     try:
         await server.start(addresses)

@@ -2,8 +2,8 @@
 
 One module per command group: :mod:`.broker`, :mod:`.cluster`, :mod:`.topics`,
 :mod:`.console` (produce, consume), :mod:`.groups`, :mod:`.acls`, :mod:`.users`,
-:mod:`.quotas`, :mod:`.perf`, :mod:`.reassign` (reassign-partitions), :mod:`.web_console`
-(console: the web console); what several
+:mod:`.quotas`, :mod:`.schemas`, :mod:`.perf`, :mod:`.reassign` (reassign-partitions),
+:mod:`.web_console` (console: the web console); what several
 share is in the leaves :mod:`._clients`, :mod:`._options` and :mod:`._tables`.
 None of them imports this module. The CLI is the top layer: it imports the
 rest of logstore, and nothing in logstore imports it.
@@ -22,6 +22,7 @@ from logstore.cli.log_dirs import log_dirs
 from logstore.cli.perf import perf
 from logstore.cli.quotas import quotas
 from logstore.cli.reassign import reassign_partitions
+from logstore.cli.schemas import schemas
 from logstore.cli.topics import topics
 from logstore.cli.users import users
 from logstore.cli.web_console import console
@@ -35,7 +36,7 @@ def main() -> None:
 
 
 for _command in (
-    broker, cluster, topics, produce, consume, groups, acls, users, quotas, log_dirs, perf, reassign_partitions,
-    console,
+    broker, cluster, topics, produce, consume, groups, acls, users, quotas, schemas, log_dirs, perf,
+    reassign_partitions, console,
 ):
     main.add_command(_command)

@@ -30,6 +30,8 @@ With an ``authenticate`` check (HTTP basic auth: the broker checks its SASL
 PLAIN and SCRAM users), every request must carry ``Authorization: Basic
 base64(user:password)`` that passes it, else 401 (error_code 401, with
 ``WWW-Authenticate: Basic``). The check runs before the route is looked at.
+With an ``authorize`` check too, each request's operation on its subject is
+asked of it (schemas/acls.py: READ, WRITE, ALTER_CONFIGS; 403 / 40301).
 
 Writes on a node that is not the writer (:meth:`Journal.writer` names
 another) are forwarded to it over HTTP, as Confluent's followers do, with the
@@ -56,6 +58,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from logstore.schemas import acls as subject_acls
 from logstore.schemas import compatibility as compat
 from logstore.schemas import errors
 from logstore.schemas.records import AVRO, Record, Reference, SchemaValue
@@ -160,6 +163,7 @@ async def _basic_auth(request: web.Request, handler: Handler) -> web.StreamRespo
         ))  # fmt: skip
         answer.headers["WWW-Authenticate"] = REALM
         return answer
+    request[subject_acls.USER_KEY] = user
     return await handler(request)
 
 
@@ -485,11 +489,15 @@ def build_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     authenticate: Authenticate | None = None,
     client_ssl: ssl.SSLContext | None = None,
+    authorize: subject_acls.Authorize | None = None,
 ) -> tuple[web.Application, RegistryApi]:
     """The aiohttp application serving ``service`` (routes in the module doc); ``authenticate``:
-    basic auth's check (None: no authentication)."""
+    basic auth's check (None: no authentication); ``authorize``: each request's operation on its
+    subject (schemas/acls.py; only with ``authenticate``)."""
     api = RegistryApi(service, client_ssl)
-    middlewares = [_confluent_errors] if authenticate is None else [_confluent_errors, _basic_auth]
+    middlewares: list[Any] = [_confluent_errors] if authenticate is None else [_confluent_errors, _basic_auth]
+    if authenticate is not None and authorize is not None:
+        middlewares.append(subject_acls.middleware(authorize, service))
     app = web.Application(middlewares=middlewares, client_max_size=max_body_bytes)
     app[MAX_BODY_KEY] = max_body_bytes
     if authenticate is not None:
@@ -539,9 +547,10 @@ class RegistryServer:
 
     def __init__(self, service: RegistryService, max_body_bytes: int = MAX_BODY_BYTES,
                  shutdown_timeout: float = 5.0, authenticate: Authenticate | None = None,
-                 client_ssl: ssl.SSLContext | None = None) -> None:  # fmt: skip
+                 client_ssl: ssl.SSLContext | None = None,
+                 authorize: subject_acls.Authorize | None = None) -> None:  # fmt: skip
         self.service = service
-        self.app, self.api = build_app(service, max_body_bytes, authenticate, client_ssl)
+        self.app, self.api = build_app(service, max_body_bytes, authenticate, client_ssl, authorize)
         self.bound: list[tuple[str, int]] = []
         self.urls: list[str] = []  # the bound addresses as base URLs (http or https)
         self._runner: web.AppRunner | None = None

@@ -34,6 +34,7 @@ above every id.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -175,6 +176,30 @@ class Registry:
         if made is None:
             raise errors.schema_not_found(schema_id)
         return made
+
+    def record_names(self, schema_id: int) -> tuple[str, ...]:
+        """The record names the serializers' RecordNameStrategy gives schema ``schema_id``: an Avro
+        named type's full name, a JSON Schema's ``title``, a Protobuf schema's top-level messages
+        (package-qualified). Empty when it has none or is unknown or does not parse."""
+        made = self.state.by_id.get(schema_id)
+        if made is None:
+            return ()
+        try:
+            if made.schema_type == "PROTOBUF":
+                parsed = self._parse(made.schema_type, made.schema, made.references)
+                return tuple(parsed.message_names())  # type: ignore[attr-defined]
+            body = json.loads(made.schema)
+        except (errors.RegistryError, ValueError):
+            return ()
+        if not isinstance(body, dict):
+            return ()
+        if made.schema_type == "JSON":
+            title = body.get("title")
+            return (title,) if isinstance(title, str) else ()
+        name, namespace = body.get("name"), body.get("namespace")
+        if not isinstance(name, str):
+            return ()
+        return (name if "." in name or not isinstance(namespace, str) or not namespace else f"{namespace}.{name}",)
 
     def subject_versions_of(self, schema_id: int, deleted: bool = False) -> list[tuple[str, int]]:
         """(subject, version) of every version with this id (``/schemas/ids/{id}/versions``)."""

@@ -85,6 +85,7 @@ class RegistryService:
         self.journal = journal
         self.registry = Registry()
         self.position = 0
+        self.generation = 0  # rises whenever the state changes (caches of it, e.g. produce validation)
         self._lock = asyncio.Lock()
 
     def catch_up(self) -> int:
@@ -101,6 +102,7 @@ class RegistryService:
             )  # fmt: skip
             self.registry = Registry(RegistryState())
             self.position = start
+            self.generation += 1
         applied = 0
         state = self.registry.state
         for _ in range(READ_CHUNKS_MAX):
@@ -116,6 +118,8 @@ class RegistryService:
             if after <= self.position:
                 break
             self.position = after
+        if applied:
+            self.generation += 1
         return applied
 
     async def write(self, operation: Callable[[Registry], tuple[T, list[Record]]]) -> T:

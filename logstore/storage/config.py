@@ -192,6 +192,53 @@ _KEYS = [
         "whether an out-of-sync replica may become leader",
     ),
 ]
+# Schema validation on produce (docs/schemas.md): Confluent Server's keys and Redpanda's synonyms. Storage
+# only keeps them: the broker (broker/schema_validation.py) checks a produced batch's schema ids.
+SUBJECT_NAME_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+for _part in ("key", "value"):
+    _KEYS.append(
+        ConfigKey(
+            f"confluent.{_part}.schema.validation",
+            "boolean",
+            False,
+            None,
+            "true or false",
+            f"refuse a record whose {_part} does not carry the id of a schema registered under the topic's "
+            f"subject (Confluent's wire format; the broker's schema registry)",
+        )
+    )
+    _KEYS.append(
+        ConfigKey(
+            f"redpanda.{_part}.schema.id.validation",
+            "boolean",
+            False,
+            None,
+            "true or false",
+            f"Redpanda's name for confluent.{_part}.schema.validation (either turns it on)",
+        )
+    )
+    _KEYS.append(
+        ConfigKey(
+            f"confluent.{_part}.subject.name.strategy",
+            "string",
+            "TopicNameStrategy",
+            lambda v: v.rsplit(".", 1)[-1] in SUBJECT_NAME_STRATEGIES,
+            "[TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy] (or Confluent's class names, "
+            "io.confluent.kafka.serializers.subject.TopicNameStrategy, ...)",
+            f"the subject a {_part}'s schema id must be registered under, as the serializers name it",
+        )
+    )
+    _KEYS.append(
+        ConfigKey(
+            f"redpanda.{_part}.subject.name.strategy",
+            "string",
+            "TopicNameStrategy",
+            lambda v: v.rsplit(".", 1)[-1] in SUBJECT_NAME_STRATEGIES,
+            "[TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy]",
+            f"Redpanda's name for confluent.{_part}.subject.name.strategy (that one wins when both are set)",
+        )
+    )
+_KEYS.sort(key=lambda key: key.name)
 CONFIG_KEYS: dict[str, ConfigKey] = {key.name: key for key in _KEYS}
 
 

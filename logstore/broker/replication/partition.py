@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -51,6 +52,7 @@ from logstore.errors import InvalidRecordError, LogstoreError
 from logstore.protocol.errors import error_for
 from logstore.records.batch import ATTR_TRANSACTIONAL
 from logstore.storage import validator
+from logstore.storage.config import LogConfig
 from logstore.storage.log import AppendInfo, Log
 from logstore.storage.producer_state import NONE, ProducerStateManager, last_sequence
 from logstore.storage.validator import BatchInfo, ScannedBatches
@@ -63,6 +65,9 @@ _TIMESTAMP = struct.Struct(">q")
 _OPENINGS_KEPT = 16  # validations kept from needs_verification for the appends that follow
 # What a checked batch's write needs: its scan, the producer state (idempotent batches), the leader epoch.
 _Prepared = tuple[ScannedBatches, ProducerStateManager | None, int]
+# The broker's check of a validated batch's records (topic, its config, the batch): a refusal or None.
+# The batch's record count follows (its header's).
+RecordCheck = Callable[[str, LogConfig, bytes | bytearray | memoryview, int], "AppendResult | None"]
 
 
 class AppendResult:
@@ -221,14 +226,20 @@ class Partition:
         return self.producers.ongoing(producer_id, epoch, self.log.transactions.open)
 
     def append_as_leader(
-        self, records: bytes | memoryview | None, acks: int, replicated: bool, guard: object | None = None
+        self,
+        records: bytes | memoryview | None,
+        acks: int,
+        replicated: bool,
+        guard: object | None = None,
+        check: RecordCheck | None = None,
     ) -> AppendResult:
         """Kafka's ``appendRecordsToLeader``: a producer's batch, checked and appended (see the
         module doc), on the caller's thread. ``replicated``: batches carry the leader epoch and
         acks=-1 sets the offset to wait for. ``guard``: the batch opens a transaction its
         coordinator confirmed (see :meth:`ProducerStateManager.validate`). A log with
-        ``flush.messages=1`` is for :meth:`append_as_leader_durably`."""
-        prepared = self._prepare_append(records, acks, replicated, guard)
+        ``flush.messages=1`` is for :meth:`append_as_leader_durably`. ``check``: the broker's
+        check of the validated batch's records (schema ids: broker/schema_validation.py)."""
+        prepared = self._prepare_append(records, acks, replicated, guard, check)
         if isinstance(prepared, AppendResult):
             return prepared
         scanned, epoch = prepared[0], prepared[2]
@@ -239,11 +250,16 @@ class Partition:
         return self._append_done(prepared, appended, acks, replicated, guard)
 
     async def append_as_leader_durably(
-        self, records: bytes | memoryview | None, acks: int, replicated: bool, guard: object | None = None
+        self,
+        records: bytes | memoryview | None,
+        acks: int,
+        replicated: bool,
+        guard: object | None = None,
+        check: RecordCheck | None = None,
     ) -> AppendResult:
         """:meth:`append_as_leader` with the write and its fsync (``flush.messages=1``) in the
         default executor, off the event loop; the checks and producer state stay on it."""
-        prepared = self._prepare_append(records, acks, replicated, guard)
+        prepared = self._prepare_append(records, acks, replicated, guard, check)
         if isinstance(prepared, AppendResult):
             return prepared
         scanned, epoch = prepared[0], prepared[2]
@@ -255,7 +271,12 @@ class Partition:
         return self._append_done(prepared, appended, acks, replicated, guard)
 
     def _prepare_append(
-        self, records: bytes | memoryview | None, acks: int, replicated: bool, guard: object | None
+        self,
+        records: bytes | memoryview | None,
+        acks: int,
+        replicated: bool,
+        guard: object | None,
+        check: RecordCheck | None = None,
     ) -> AppendResult | _Prepared:
         """The checks before the write: min.insync.replicas, the validator, the producer state.
         An AppendResult when the batch is refused or a duplicate, else what the write needs."""
@@ -273,6 +294,10 @@ class Partition:
         except LogstoreError as e:
             errors = e.record_errors if isinstance(e, InvalidRecordError) else ()
             return AppendResult(error_for(e), message=str(e), record_errors=errors)
+        if check is not None:
+            refused = check(self.topic, config, scanned.data, scanned.first.record_count)
+            if refused is not None:
+                return refused
         info = scanned.first
         state = None
         if info.producer_id >= 0:

@@ -44,7 +44,7 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.metadata_cache import NO_LEADER, MetadataCache, PartitionState
 from logstore.broker.metrics.broker_metrics import BrokerMetrics
 from logstore.broker.network.inter_broker import BrokerChannel, ChannelError
-from logstore.broker.replication.partition import AppendResult, Partition
+from logstore.broker.replication.partition import AppendResult, Partition, RecordCheck
 from logstore.broker.replication.purgatory import Purgatory
 from logstore.broker.replication.replica_fetcher import FetcherSettings, ReplicaFetcher
 from logstore.coordinator.internal_topics import INTERNAL_TOPICS
@@ -121,6 +121,9 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         # Replication (start_replication): off for a broker alone.
         self.replicated = False
+        # The broker's check of produced records after storage's validation (schema ids:
+        # broker/schema_validation.py); None: none.
+        self.record_check: RecordCheck | None = None
         self.fetcher_settings = FetcherSettings()
         self.lag_ms = 30_000
         self.fetchers: dict[int, ReplicaFetcher] = {}
@@ -234,10 +237,11 @@ class ReplicaManager:
             partition = await self._await_leadership(topic, index)
         if not isinstance(partition, Partition):
             return AppendResult(partition)
+        check = self.record_check if topic not in INTERNAL_TOPICS else None
         if partition.log.config.flush_messages == 1:  # an fsync per batch: off the event loop
-            result = await partition.append_as_leader_durably(records, acks, self.replicated, guard)
+            result = await partition.append_as_leader_durably(records, acks, self.replicated, guard, check)
         else:  # page-cache writes stay on the loop: a thread hop costs more than the write
-            result = partition.append_as_leader(records, acks, self.replicated, guard)
+            result = partition.append_as_leader(records, acks, self.replicated, guard, check)
         if result.size_appended:
             if space is not None:
                 space.written(result.size_appended)
