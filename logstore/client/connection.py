@@ -98,6 +98,8 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     47: 0,  # OffsetDelete
     48: 1,  # DescribeClientQuotas
     49: 1,  # AlterClientQuotas
+    50: 0,  # DescribeUserScramCredentials
+    51: 0,  # AlterUserScramCredentials
     60: 1,  # DescribeCluster
 }
 

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from logstore.console import acls, auth, groups, messages, overview, quotas, topics, traffic
+from logstore.console import acls, auth, groups, messages, overview, quotas, topics, traffic, users
 from logstore.console.kafka import Clients, ConsoleError, blocking
 from logstore.console.pages import (
     CURRENT,
@@ -126,6 +126,7 @@ def make_app(settings: ConsoleSettings) -> web.Application:
     groups.add_routes(app.router)
     acls.add_routes(app.router)
     quotas.add_routes(app.router)
+    users.add_routes(app.router)
     traffic.add_routes(app.router)
     app.router.add_static("/static/", STATIC, name="static")
     app.on_startup.append(_open_shared)

@@ -133,3 +133,43 @@ def test_acls_are_listed_added_and_removed_by_whom_the_broker_lets(console_for: 
     refused = dave.get("/acls")
     assert refused.status == 403 and "CLUSTER_AUTHORIZATION_FAILED" in refused.error(), refused.error()
     assert dave.post("/acls", acl).status == 403
+
+
+def test_scram_users_are_listed_added_and_deleted_by_whom_the_broker_lets(console_for: Start,
+                                                                           sasl_broker: SaslBroker) -> None:  # fmt: skip
+    server = console_for(sasl_broker.settings())
+    admin = Visitor(server.url)
+    assert _login(admin, "admin", PASSWORDS["admin"]) == 303
+    listed = admin.get("/users")
+    assert listed.status == 200 and "<td>dave</td><td>SCRAM-SHA-512</td>" in listed.text, listed.text[-2000:]
+    made = admin.post("/users", {"user": "erin", "password": "erins-secret", "mechanism": "SCRAM-SHA-512",
+                                 "iterations": "4096"})  # fmt: skip
+    assert made.status == 303, made.error()
+    page = admin.get("/users")
+    assert "erin: SCRAM-SHA-512 credential set" in page.text and "erins-secret" not in page.text
+    assert re.search(r"<td>erin</td><td>SCRAM-SHA-512</td><td class=\"num\">4,096</td>", page.text)
+    erin = Visitor(server.url)  # the new credential logs in (a principal with no ACLs: nothing to see)
+    assert _login(erin, "erin", "erins-secret") == 303
+    assert Visitor(server.url).post("/login", {"username": "erin", "password": "wrong",
+                                               "mechanism": "SCRAM-SHA-512"}).status == 401  # fmt: skip
+    for fields, message in (
+        ({"user": "erin", "password": "x", "mechanism": "SCRAM-SHA-512", "iterations": "10"}, "iterations must be"),
+        ({"user": "erin", "password": "x", "mechanism": "MD5"}, "mechanism must be one of"),
+        ({"user": "", "password": "x", "mechanism": "SCRAM-SHA-512"}, "user"),
+        ({"user": "erin", "password": "", "mechanism": "SCRAM-SHA-512"}, "password"),
+    ):
+        bad = admin.post("/users", fields)
+        assert bad.status == 400 and message in bad.error(), (fields, bad.error())
+    missing = admin.post("/users/delete", {"user": "erin", "mechanism": "SCRAM-SHA-256"})
+    assert missing.status in (400, 404) and "RESOURCE_NOT_FOUND" in missing.error(), missing.error()
+    # dave may neither see the users nor add one
+    dave = Visitor(server.url)
+    assert _login(dave, "dave", PASSWORDS["dave"]) == 303
+    refused = dave.get("/users")
+    assert refused.status == 403 and "CLUSTER_AUTHORIZATION_FAILED" in refused.error(), refused.error()
+    assert dave.post("/users", {"user": "dave", "password": "mine", "mechanism": "SCRAM-SHA-512"}).status == 403
+    deleted = admin.post("/users/delete", {"user": "erin", "mechanism": "SCRAM-SHA-512"})
+    assert deleted.status == 303, deleted.error()
+    assert "<td>erin</td>" not in admin.get("/users").text
+    assert Visitor(server.url).post("/login", {"username": "erin", "password": "erins-secret",
+                                               "mechanism": "SCRAM-SHA-512"}).status == 401  # fmt: skip

@@ -301,6 +301,14 @@ def test_a_walk_through_the_console(browser: WebDriver, sasl_broker: SaslBroker,
     walk.go("/acls")
     assert "User:dave" in walk.text("#acls")
     walk.shot("10-acls")
+    walk.go("/users")
+    assert "dave" in walk.text("#users")
+    walk.click("#set-user summary")
+    walk.fill({"#user-name": "frank", "#user-password": "franks-secret"})
+    walk.submit("#set-user-submit")
+    walk.wait_text("#flash", lambda t: "frank: SCRAM-SHA-512 credential set" in t, "the new user")
+    assert "frank" in walk.text("#users") and "franks-secret" not in walk.text()
+    walk.shot("11-users")
     walk.logout()
 
     # dave: his ACLs let him read paid, not create topics; the broker's refusal is on the page
@@ -316,4 +324,4 @@ def test_a_walk_through_the_console(browser: WebDriver, sasl_broker: SaslBroker,
     walk.logout()
     walk.go("/groups")
     assert "/login" in browser.current_url  # logged out: back to the login page
-    assert len(walk.shots) == 13
+    assert len(walk.shots) == 14

@@ -116,6 +116,14 @@ from logstore.client.admin.resources import (
     AclOperation,
     ResourceType,
 )
+from logstore.client.admin.scram import (
+    ScramAdmin,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialsDescription,
+    UserScramCredentialUpsertion,
+)
 from logstore.client.admin.topics import (
     NewPartitions,
     NewTopic,
@@ -135,6 +143,7 @@ class AdminClient(
     LogDirsAdmin,
     AclsAdmin,
     QuotasAdmin,
+    ScramAdmin,
 ):
     """Kafka's admin operations over :class:`~logstore.client.cluster.Cluster` (see the module docstring).
 
@@ -197,10 +206,15 @@ __all__ = [
     "PartitionReassignment",
     "ResourcePatternType",
     "ResourceType",
+    "ScramCredentialInfo",
+    "ScramMechanism",
     "TimestampSpec",
     "TopicCollection",
     "TopicDescription",
     "TopicMetadata",
     "TopicPartitionInfo",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialsDescription",
     "cluster_metadata",
 ]
