@@ -29,6 +29,7 @@ from logstore.broker.groups.offsets_topic import (
     on_transactions_completed,
     start_coordinator,
 )
+from logstore.broker.groups.share_groups import start_share_coordinator
 from logstore.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from logstore.broker.metrics.broker_metrics import BrokerMetrics
 from logstore.broker.metrics.live_metrics import broker_state
@@ -43,7 +44,9 @@ from logstore.broker.transactions.producer_ids import ProducerIds
 from logstore.broker.transactions.state_topic import on_transaction_state_leadership, start_transactions
 from logstore.broker.transactions.transaction_io import BrokerTransactionIO
 from logstore.broker.transactions.txn_verification import TransactionVerifier
+from logstore.coordinator.clock import Repeating
 from logstore.coordinator.group.group_coordinator import GroupCoordinator
+from logstore.coordinator.share.share_coordinator import ShareCoordinator
 from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
 from logstore.errors import InvalidConfigError
 from logstore.security.authorizer import Authorizer, build_authorizer
@@ -174,6 +177,9 @@ class Broker:
         # Consumer groups over __consumer_offsets (see offsets_topic.py); built by start().
         self.coordinator: GroupCoordinator | None = None
         self.offsets_appender: OffsetsAppender | None = None
+        # Share groups (KIP-932; groups/share_groups.py), in memory; built by start().
+        self.share_coordinator: ShareCoordinator | None = None
+        self._share_ticker: Repeating | None = None
         # Transactions over __transaction_state (see state_topic.py); built by start().
         self.transactions: TransactionCoordinator | None = None
         self.transaction_io: BrokerTransactionIO | None = None
@@ -231,6 +237,7 @@ class Broker:
             # Alone, this broker leads every partition.
             self.coordinator, self.offsets_appender = start_coordinator(self)
             self.transactions, self.transaction_io = start_transactions(self)
+        self.share_coordinator, self._share_ticker = start_share_coordinator(self)
         metrics_address = parse_metrics_listener(self.config.values["metrics.listener"])
         if metrics_address is not None:
             self.metrics_server = MetricsServer(self.metrics)
@@ -342,6 +349,8 @@ class Broker:
             await self.metrics_server.close()
         if self._reaper is not None:
             self._reaper.cancel()
+        if self._share_ticker is not None:
+            self._share_ticker.stop()
         for connection in list(self.connections):
             connection.close("broker shutting down", abort=True, quiet=True)
         self.replica_manager.wake_all()
