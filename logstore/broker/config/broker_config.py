@@ -120,6 +120,7 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "group.share.partition.max.record.locks": ("int", 2_000, 1),
     "group.share.max.size": ("int", 200, 1),
     "group.share.max.share.sessions": ("int", 2_000, 1),
+    "share.coordinator.state.topic.num.partitions": ("int", 50, 1),
     # Transactions (KIP-98; logstore/coordinator/txn/transaction_coordinator.py), Kafka's names and defaults.
     "transaction.max.timeout.ms": ("int", 900_000, 1),
     "transaction.state.log.num.partitions": ("int", 50, 1),

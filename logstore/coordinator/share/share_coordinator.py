@@ -25,12 +25,24 @@ What the share-group APIs call (KIP-932), without sockets:
 ``on_available(group, topic, partition)`` tells the broker that records of a
 share-partition became available again (to wake waiting ShareFetches).
 
-State is in memory (persistence in ``__share_group_state``: a later step).
+Persistence (Kafka's share coordinator and persister in one, in-process): every
+call that changes a share-partition (made, records acquired, acknowledged,
+released, locks ended, start moved) ends by handing ``writer`` a ShareSnapshot
+record of it for ``__share_group_state``
+(:mod:`~logstore.coordinator.share.share_state_records`; acquired records are
+written AVAILABLE with their delivery count, so a crash redelivers them and
+counts the delivery that was lost); a deleted group's share-partitions get
+tombstones. :meth:`restore` brings the state back at start; the groups whose
+state it brings are Empty share groups until members join. Crash policy: a
+write that fails is logged and the state in memory goes on (the next change
+writes the whole state again). Membership is not persisted (members rejoin).
+
 Not thread-safe: every call comes from the broker's event loop.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +50,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from logstore.coordinator.group.consumer_membership import TopicCatalog
+from logstore.coordinator.record_codec import Record
 from logstore.coordinator.share.share_config import ShareConfig
 from logstore.coordinator.share.share_membership import (
     ASSIGNOR_NAME,
@@ -50,8 +63,17 @@ from logstore.coordinator.share.share_partition import (
     AcquiredRecords,
     InvalidRecordStateError,
     SharePartition,
+    Snapshot,
 )
-from logstore.errors import InvalidArgumentError
+from logstore.coordinator.share.share_state_records import (
+    ShareStateKey,
+    ShareStateValue,
+    snapshot_record,
+    tombstone,
+)
+from logstore.errors import InvalidArgumentError, LogstoreError
+
+_log = logging.getLogger("logstore.coordinator.share")
 
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 SHARE = "share"
@@ -99,6 +121,8 @@ class ShareCoordinator:
         catalog: TopicCatalog,
         log_offsets: Callable[[str, int], tuple[int, int] | None],
         on_available: Callable[[str, str, int], None] = lambda group, topic, partition: None,
+        writer: Callable[[str, list[Record]], None] | None = None,
+        clock_ms: Callable[[], int] = lambda: 0,
     ) -> None:
         self.config = config
         self.catalog = catalog
@@ -108,6 +132,10 @@ class ShareCoordinator:
         self._log_offsets = log_offsets
         self._on_available = on_available
         self.group_configs: dict[str, dict[str, str]] = {}  # group -> share config name -> value
+        self._writer = writer
+        self._clock_ms = clock_ms  # wall clock, for the snapshots' timestamps
+        self._dirty: set[Key] = set()  # changed since the last write
+        self._epochs: dict[Key, tuple[int, int]] = {}  # (snapshot epoch, state epoch) last written
 
     # -- groups --------------------------------------------------------------------
 
@@ -132,6 +160,7 @@ class ShareCoordinator:
             for topic, partitions in answer.assigned.items():
                 for partition in partitions:
                     self.share_partition(group_id, topic, partition)
+        self._flush()
         return answer
 
     def group(self, group_id: str) -> ShareGroup | None:
@@ -144,8 +173,15 @@ class ShareCoordinator:
         """DeleteGroups of a share group: Empty only; its share-partitions go with it."""
         error = self.membership.delete_group(group_id)
         if error == ErrorCode.none:
+            gone = []
             for key in [key for key in self.partitions if key[0] == group_id]:
                 del self.partitions[key]
+                self._dirty.discard(key)
+                self._epochs.pop(key, None)
+                state_key = self._state_key(key)
+                if state_key is not None:
+                    gone.append((state_key.coordinator_key(), [tombstone(state_key)]))
+            self._write(gone)
         return error
 
     def assignor_name(self) -> str:
@@ -172,8 +208,10 @@ class ShareCoordinator:
                                                   self.config.record_lock_duration_ms),
                 max_in_flight=self.config.partition_max_record_locks,
             )  # fmt: skip
+            self._dirty.add(key)
         elif offsets is not None and found.start_offset < offsets[0]:
             found.move_start(offsets[0])  # retention deleted records not yet delivered
+            self._dirty.add(key)
         return found
 
     def lock_duration_ms(self, group_id: str) -> int:
@@ -195,7 +233,11 @@ class ShareCoordinator:
         if share_partition is None:
             return []
         share_partition.expire(now_ms)
-        return share_partition.acquire(member_id, fetched, max_records, now_ms)
+        acquired = share_partition.acquire(member_id, fetched, max_records, now_ms)
+        if acquired:
+            self._dirty.add((group_id, topic, partition))
+        self._flush()
+        return acquired
 
     def acknowledge(
         self,
@@ -224,6 +266,8 @@ class ShareCoordinator:
             return ErrorCode.invalid_request, str(e)
         if share_partition.counts() != released_before:
             self._on_available(group_id, topic, partition)
+        self._dirty.add((group_id, topic, partition))
+        self._flush()
         return ErrorCode.none, None
 
     # -- sessions ------------------------------------------------------------------------
@@ -293,7 +337,9 @@ class ShareCoordinator:
     def close_session(self, group_id: str, member_id: str) -> int:
         """End the member's share session; what it holds goes back. Returns how many records."""
         self.sessions.pop((group_id, member_id), None)
-        return self._release(group_id, member_id)
+        released = self._release(group_id, member_id)
+        self._flush()
+        return released
 
     # -- time ----------------------------------------------------------------------------
 
@@ -304,7 +350,9 @@ class ShareCoordinator:
         for (group_id, topic, partition), share_partition in self.partitions.items():
             deadline = share_partition.next_deadline()
             if deadline is not None and deadline <= now_ms and share_partition.expire(now_ms):
+                self._dirty.add((group_id, topic, partition))
                 self._on_available(group_id, topic, partition)
+        self._flush()
 
     # -- inside --------------------------------------------------------------------------
 
@@ -318,12 +366,69 @@ class ShareCoordinator:
                 count = share_partition.release_member(member_id)
                 if count:
                     released += count
+                    self._dirty.add((group, topic, partition))
                     self._on_available(group, topic, partition)
         return released
 
     def _int_config(self, group_id: str, name: str, default: int) -> int:
         value = self.group_configs.get(group_id, {}).get(name)
         return default if value is None else int(value)
+
+    def restore(self, states: dict[ShareStateKey, tuple[int, int, Snapshot]]) -> int:
+        """Bring back share-partitions from ``__share_group_state`` (see the module doc); a state
+        whose topic is gone is skipped. Returns how many. O(in-flight records)."""
+        restored = 0
+        for state_key, (snapshot_epoch, state_epoch, snapshot) in states.items():
+            topic = self.catalog.topic_name(state_key.topic_id)
+            if topic is None:
+                continue
+            group_id = state_key.group_id
+            key = (group_id, topic, state_key.partition)
+            self.partitions[key] = SharePartition.restore(
+                snapshot,
+                delivery_count_limit=self._int_config(group_id, "share.delivery.count.limit",
+                                                      self.config.delivery_count_limit),
+                lock_duration_ms=self.lock_duration_ms(group_id),
+                max_in_flight=self.config.partition_max_record_locks,
+            )  # fmt: skip
+            self._epochs[key] = (snapshot_epoch, state_epoch)
+            self.membership.groups.setdefault(group_id, ShareGroup(group_id))
+            restored += 1
+        return restored
+
+    def _state_key(self, key: Key) -> ShareStateKey | None:
+        topic_id = self.topic_id(key[1])
+        return None if topic_id is None else ShareStateKey(key[0], topic_id, key[2])
+
+    def _flush(self) -> None:
+        """Write a ShareSnapshot of every share-partition changed since the last write."""
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, set()
+        if self._writer is None:
+            return
+        now = self._clock_ms()
+        writes = []
+        for key in sorted(dirty):
+            share_partition = self.partitions.get(key)
+            state_key = self._state_key(key)
+            if share_partition is None or state_key is None:
+                continue
+            snapshot = share_partition.snapshot()
+            epoch, state_epoch = self._epochs.get(key, (-1, 0))
+            self._epochs[key] = (epoch + 1, state_epoch)
+            value = ShareStateValue(epoch + 1, state_epoch, 0, snapshot.start_offset, snapshot.batches, now, now)
+            writes.append((state_key.coordinator_key(), [snapshot_record(state_key, value)]))
+        self._write(writes)
+
+    def _write(self, writes: list[tuple[str, list[Record]]]) -> None:
+        if self._writer is None:
+            return
+        for coordinator_key, records in writes:
+            try:
+                self._writer(coordinator_key, records)
+            except (LogstoreError, OSError) as e:  # crash policy: the next change writes it all again
+                _log.error("could not write share state %s to __share_group_state: %s", coordinator_key, e)
 
     def topic_id(self, topic: str) -> uuid.UUID | None:
         described = self.catalog.describe_topic(topic)

@@ -174,3 +174,55 @@ def test_the_delivery_limit_archives_a_poison_record(broker_factory: Any) -> Non
         consumer.close()
     assert [count for value, count in deliveries if value == b"poison"] == [1, 2, 3]
     assert sorted(d for d in deliveries if d[0] != b"poison") == [(b"ok-0", 1), (b"ok-1", 1), (b"ok-2", 1)]
+
+
+def test_a_broker_restart_keeps_the_share_state(broker_factory: Any) -> None:
+    """Killed (-9) in the middle: what was accepted stays done, what was acquired and not yet
+    acknowledged comes back with its delivery counted, what was released is delivered again."""
+    broker = broker_factory()
+    create_topic(broker.bootstrap, "jobs", 1)
+    settled = share_consumer(broker.bootstrap, "durable", "jobs", share_acknowledgement_mode="explicit")
+    try:
+        join_all(broker.bootstrap, "durable", [settled])
+        produce_numbered(broker.bootstrap, "jobs", 1, 5)
+        seen: list[int] = []
+
+        def handle(_: int, message: Any) -> None:
+            seen.append(message.offset())
+            kind = AcknowledgeType.ACCEPT if message.offset() < 4 else AcknowledgeType.RELEASE
+            settled.acknowledge(message, kind)
+
+        def committed() -> bool:
+            if not set(range(5)) <= set(seen):
+                return False
+            results = settled.commit_sync(10)
+            assert all(error is None for error in results.values()), results
+            return True
+
+        poll_until([settled], committed, handle, 30, "0-3 accepted, 4 released")
+    finally:
+        settled.close()
+    produce_numbered(broker.bootstrap, "jobs", 1, 5, start=5)
+    holder = share_consumer(broker.bootstrap, "durable", "jobs", socket_timeout_ms=5000)
+    held: list[int] = []
+    try:  # implicit mode: what one poll returns stays acquired, unacknowledged, until the next poll
+        poll_until([holder], lambda: bool(held), lambda _, m: held.append(m.offset()), 30, "records to hold")
+    finally:
+        broker.kill()
+        holder.close()
+    assert held and set(held) <= set(range(4, 10)), held
+    broker.start()
+    again = share_consumer(broker.bootstrap, "durable", "jobs")
+    back: dict[int, int] = {}
+    try:
+        poll_until([again], lambda: len(back) >= 6, lambda _, m: back.setdefault(m.offset(), m.delivery_count()),
+                   30, "the records not done before the restart")  # fmt: skip
+        end = time.monotonic() + 1.5  # and nothing else
+        while time.monotonic() < end:
+            for message in again.poll(0.3):
+                back.setdefault(message.offset(), message.delivery_count())
+    finally:
+        again.close()
+    assert sorted(back) == list(range(4, 10)), back  # 0-3 stayed accepted
+    assert all(back[offset] >= 2 for offset in held), (held, back)  # each delivery before the kill counted
+    assert back[4] >= 2, back
