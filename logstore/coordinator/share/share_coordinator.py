@@ -9,7 +9,7 @@ What the share-group APIs call (KIP-932), without sockets:
   (or fetched): the start offset is the log's end (``share.auto.offset.reset``
   latest, the default) or its start (earliest);
 - share sessions, keyed by (group, member): ShareFetch with epoch 0 opens one
-  (replacing, and releasing the records of, any earlier one), each later
+  (replacing any earlier one; what the member holds stays held, as in Kafka), each later
   request names the session's next epoch (1, 2, ... wrapping to 1) or gets
   INVALID_SHARE_SESSION_EPOCH, and a session that does not exist answers
   SHARE_SESSION_NOT_FOUND; epoch -1 (final) acknowledges and closes it,
@@ -298,9 +298,7 @@ class ShareCoordinator:
                 return SessionAnswer(
                     ErrorCode.unknown_member_id, f"member {member_id} is not in share group {group_id}"
                 )
-            if key in self.sessions:
-                self.close_session(group_id, member_id)
-            elif len(self.sessions) >= self.config.max_share_sessions:
+            if key not in self.sessions and len(self.sessions) >= self.config.max_share_sessions:
                 return SessionAnswer(ErrorCode.share_session_limit_reached, "too many share sessions")
             opened = self.sessions[key] = ShareSession(group_id, member_id, next_epoch(INITIAL_EPOCH))
             opened.partitions.update(dict.fromkeys(wanted))

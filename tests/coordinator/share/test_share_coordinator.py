@@ -190,10 +190,12 @@ def test_closing_a_session_releases_and_the_limit_archives() -> None:
     coordinator, _, _ = make(ShareConfig(record_lock_duration_ms=1_000, delivery_count_limit=2))
     join(coordinator, "a")
     for delivery in (1, 2):
-        session(coordinator, "a")  # a new session releases what the old one held
+        session(coordinator, "a")
         got = coordinator.acquire(delivery, "g", "a", "t", 0, [(0, 0)], 10)
         assert [(r.first, r.delivery_count) for r in got] == [(0, delivery)]
-    assert coordinator.close_session("g", "a") == 1
+        session(coordinator, "a")  # a new session (epoch 0 again) keeps what the member holds
+        assert coordinator.acquire(delivery, "g", "a", "t", 0, [(0, 0)], 10) == []
+        assert coordinator.close_session("g", "a") == 1  # its end releases it
     share_partition = coordinator.partitions[("g", "t", 0)]
     assert share_partition.start_offset == 1  # archived at the limit: done
     assert coordinator.acquire(5, "g", "a", "t", 0, [(0, 0)], 10) == []
