@@ -30,6 +30,7 @@ from logstore.broker.groups.offsets_topic import (
     on_transactions_completed,
     start_coordinator,
 )
+from logstore.broker.groups.share_groups import start_share_coordinator
 from logstore.broker.metadata_cache import BrokerEndpoint, MetadataCache
 from logstore.broker.metrics.broker_metrics import BrokerMetrics
 from logstore.broker.metrics.live_metrics import broker_state
@@ -46,7 +47,9 @@ from logstore.broker.transactions.producer_ids import ProducerIds
 from logstore.broker.transactions.state_topic import on_transaction_state_leadership, start_transactions
 from logstore.broker.transactions.transaction_io import BrokerTransactionIO
 from logstore.broker.transactions.txn_verification import TransactionVerifier
+from logstore.coordinator.clock import Repeating
 from logstore.coordinator.group.group_coordinator import GroupCoordinator
+from logstore.coordinator.share.share_coordinator import ShareCoordinator
 from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
 from logstore.errors import InvalidConfigError
 from logstore.schemas.http import RegistryServer
@@ -202,6 +205,9 @@ class Broker:
         # Consumer groups over __consumer_offsets (see offsets_topic.py); built by start().
         self.coordinator: GroupCoordinator | None = None
         self.offsets_appender: OffsetsAppender | None = None
+        # Share groups (KIP-932; groups/share_groups.py), in memory; built by start().
+        self.share_coordinator: ShareCoordinator | None = None
+        self._share_ticker: Repeating | None = None
         # Transactions over __transaction_state (see state_topic.py); built by start().
         self.transactions: TransactionCoordinator | None = None
         self.transaction_io: BrokerTransactionIO | None = None
@@ -259,6 +265,7 @@ class Broker:
             # Alone, this broker leads every partition.
             self.coordinator, self.offsets_appender = start_coordinator(self)
             self.transactions, self.transaction_io = start_transactions(self)
+        self.share_coordinator, self._share_ticker = start_share_coordinator(self)
         metrics_address = parse_metrics_listener(self.config.values["metrics.listener"])
         if metrics_address is not None:
             self.metrics_server = MetricsServer(self.metrics)
@@ -414,6 +421,8 @@ class Broker:
             await self.schema_registry.close()
         if self._reaper is not None:
             self._reaper.cancel()
+        if self._share_ticker is not None:
+            self._share_ticker.stop()
         for connection in list(self.connections):
             connection.close("broker shutting down", abort=True, quiet=True)
         self.replica_manager.wake_all()

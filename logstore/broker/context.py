@@ -39,6 +39,7 @@ from logstore.broker.transactions.producer_ids import ProducerIds
 from logstore.broker.transactions.transaction_io import BrokerTransactionIO
 from logstore.broker.transactions.txn_verification import TransactionVerifier
 from logstore.coordinator.group.group_coordinator import GroupCoordinator
+from logstore.coordinator.share.share_coordinator import ShareCoordinator
 from logstore.coordinator.txn.transaction_coordinator import TransactionCoordinator
 from logstore.protocol import RequestHeader
 from logstore.security import KafkaPrincipal
@@ -51,7 +52,7 @@ from logstore.security.sasl import SaslSession
 class Services(Protocol):
     """What the API handlers, and the group and transaction wiring they call, use of the broker.
 
-    The coordinators and their writers (``coordinator``, ``offsets_appender``, ``transactions``,
+    The coordinators and their writers (``coordinator``, ``share_coordinator``, ``offsets_appender``, ``transactions``,
     ``transaction_io``) are None until :meth:`Broker.start` builds them; ``controller`` and
     ``cluster_link`` change when a cluster broker joins; ``config`` when a dynamic config changes
     (:meth:`use_config`).
@@ -73,6 +74,7 @@ class Services(Protocol):
     producer_ids: ProducerIds
     fetch_sessions: FetchSessionCache
     coordinator: GroupCoordinator | None
+    share_coordinator: ShareCoordinator | None
     offsets_appender: OffsetsAppender | None
     transactions: TransactionCoordinator | None
     transaction_io: BrokerTransactionIO | None

@@ -23,6 +23,7 @@ classes: a big-endian int16 version, then the fields. :class:`RecordWriter` and
 from __future__ import annotations
 
 import struct
+import uuid
 
 from logstore.records.varint import VarintError, read_uvarint, uvarint_bytes
 
@@ -79,6 +80,12 @@ class RecordWriter:
 
     def array_length(self, count: int) -> None:
         self._length(count, wide=True)
+
+    def int8(self, value: int) -> None:
+        self.out += value.to_bytes(1, "big", signed=True)
+
+    def uuid(self, value: uuid.UUID) -> None:
+        self.out += value.bytes
 
     def tagged_fields(self) -> None:
         if self.flexible:
@@ -148,6 +155,12 @@ class RecordReader:
         if length is None:
             raise OffsetsSchemaError(f"{self.what} has null in a non-nullable bytes field")
         return self._take(length)
+
+    def int8(self) -> int:
+        return int.from_bytes(self._take(1), "big", signed=True)
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self._take(16))
 
     def array_length(self) -> int:
         length = self._length(wide=True)

@@ -216,6 +216,19 @@ RULES: dict[int, tuple[str, tuple[Rule, ...]]] = {
         R(DESCRIBE, TOPIC, "the subscribed topic names; TOPIC_AUTHORIZATION_FAILED if one is not allowed"),
     )),
     69: ("ConsumerGroupDescribe", (R(DESCRIBE, GROUP, "each group; GROUP_AUTHORIZATION_FAILED"),)),
+    76: ("ShareGroupHeartbeat", (
+        R(READ, GROUP, "GROUP_AUTHORIZATION_FAILED"),
+        R(DESCRIBE, TOPIC, "the subscribed topic names; TOPIC_AUTHORIZATION_FAILED if one is not allowed"),
+    )),
+    77: ("ShareGroupDescribe", (R(DESCRIBE, GROUP, "each group; GROUP_AUTHORIZATION_FAILED"),)),
+    78: ("ShareFetch", (
+        R(READ, GROUP, "GROUP_AUTHORIZATION_FAILED for the whole request"),
+        R(READ, TOPIC, "each topic; TOPIC_AUTHORIZATION_FAILED per partition"),
+    )),
+    79: ("ShareAcknowledge", (
+        R(READ, GROUP, "GROUP_AUTHORIZATION_FAILED for the whole request"),
+        R(READ, TOPIC, "each topic; TOPIC_AUTHORIZATION_FAILED per partition"),
+    )),
     75: ("DescribeTopicPartitions", (
         R(DESCRIBE, TOPIC, "each topic; named: TOPIC_AUTHORIZATION_FAILED, all topics: left out"),
     )),

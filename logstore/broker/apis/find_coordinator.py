@@ -6,9 +6,10 @@ partition (the topic is created on first use, off the event loop;
 COORDINATOR_NOT_AVAILABLE while it cannot be, or the partition has no
 leader). Key
 type 1 (a transactional id) answers the same way for ``__transaction_state``
-(created on first use in a cluster). Key type 2 (a share group, v6)
-is INVALID_REQUEST, Kafka's answer with share groups disabled, and so is an
-unknown key type. From v4 one request asks for several keys
+(created on first use in a cluster). Key type 2 (v6: a share-partition,
+"group:topicId:partition") answers the coordinator of its group, which keeps
+the share-partitions' state here (Kafka: the leader of its ``__share_group_state``
+partition); an unknown key type is INVALID_REQUEST. From v4 one request asks for several keys
 (``coordinator_keys``) and gets one result each. v1-v3 carry Kafka's
 ``Errors.message()`` ("NONE" on success) in ``error_message``.
 
@@ -93,8 +94,12 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCo
         return await _group_coordinator(ctx, key)
     if key_type == TRANSACTION:
         return await _transaction_coordinator(ctx, key)
-    if key_type == SHARE:
-        return ErrorCode.invalid_request, "Share groups are not supported by this broker.", None
+    if key_type == SHARE:  # "group:topicId:partition": the share coordinator of that share-partition
+        group_id, sep, _ = key.rpartition(":")
+        group_id = group_id.rpartition(":")[0] if sep else ""
+        if not group_id:
+            return ErrorCode.invalid_request, f"Invalid share coordinator key {key!r}", None
+        return await _group_coordinator(ctx, group_id)
     return ErrorCode.invalid_request, f"Unknown coordinator type received: {key_type}", None
 
 

@@ -6,7 +6,8 @@ CompletingRebalance, Stable, Dead for classic groups; Empty, Assigning,
 Reconciling, Stable for consumer groups) and each group reports its state.
 From v5 each group reports its type, "classic" or "consumer" (KIP-848), and
 a non-empty ``types_filter`` keeps those types (any case; an unknown type
-matches nothing, as Kafka). Consumer groups have protocol type "consumer".
+matches nothing, as Kafka). Consumer groups have protocol type "consumer";
+share groups (KIP-932) type and protocol type "share", states Empty or Stable.
 
 With an authorizer (security/operations.py): every group with DESCRIBE on the
 cluster, else only the groups the principal may describe.
@@ -21,6 +22,8 @@ from kio.schema.errors import ErrorCode
 from logstore.broker.api_definition import Api
 from logstore.broker.context import RequestContext
 from logstore.broker.groups.offsets_topic import coordinator_of
+from logstore.broker.groups.share_groups import share_coordinator_of
+from logstore.coordinator.group.group_coordinator import GroupOverview
 from logstore.protocol import NO_THROTTLE, build, codec
 from logstore.security import operations
 from logstore.security.acls import ResourceType
@@ -31,6 +34,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     states = getattr(request, "states_filter", ())
     types = getattr(request, "types_filter", ())
     overviews = coordinator_of(ctx.broker).list_groups(states or None, types or None)
+    if not types or "share" in {kind.strip().lower() for kind in types}:
+        wanted = {state.strip().lower() for state in states} if states else None
+        overviews += [
+            GroupOverview(group.group_id, "share", group.state, "share")
+            for group in share_coordinator_of(ctx.broker).groups()
+            if wanted is None or group.state.lower() in wanted
+        ]
     everything = ctx.broker.authorizer is None or operations.allowed_cluster(ctx)
     groups = tuple(
         build(

@@ -112,6 +112,15 @@ _KEYS: dict[str, tuple[str, Any, int | None]] = {
     "group.consumer.max.heartbeat.interval.ms": ("int", 15_000, 1),
     "group.consumer.max.size": ("int", INT_MAX, 1),
     "group.consumer.assignors": ("string", "uniform,range", None),
+    # Share groups (KIP-932; logstore/coordinator/share/share_config.py checks them together).
+    "group.share.record.lock.duration.ms": ("int", 30_000, 100),
+    "group.share.delivery.count.limit": ("int", 5, 2),
+    "group.share.session.timeout.ms": ("int", 45_000, 1),
+    "group.share.heartbeat.interval.ms": ("int", 5_000, 1),
+    "group.share.partition.max.record.locks": ("int", 2_000, 1),
+    "group.share.max.size": ("int", 200, 1),
+    "group.share.max.share.sessions": ("int", 2_000, 1),
+    "share.coordinator.state.topic.num.partitions": ("int", 50, 1),
     # Transactions (KIP-98; logstore/coordinator/txn/transaction_coordinator.py), Kafka's names and defaults.
     "transaction.max.timeout.ms": ("int", 900_000, 1),
     "transaction.state.log.num.partitions": ("int", 50, 1),
