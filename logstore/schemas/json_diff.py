@@ -51,6 +51,7 @@ import referencing.exceptions
 import referencing.jsonschema
 
 from logstore.schemas import errors
+from logstore.schemas.difference import Difference
 
 if TYPE_CHECKING:
     from referencing._core import Resolver
@@ -206,21 +207,6 @@ SUMS = ("anyOf", "oneOf")
 MAX_REF_HOPS = 64
 
 
-@dataclass(frozen=True)
-class Difference:
-    """One change from the original to the update: Confluent's type name and a JSON pointer."""
-
-    type: str
-    path: str
-
-    @property
-    def compatible(self) -> bool:
-        return RULES[self.type][0]
-
-    def message(self) -> str:
-        return f'{{errorType:"{self.type}", description:"{RULES[self.type][1]}", path:"{self.path}"}}'
-
-
 Node: TypeAlias = "tuple[Any, Resolver[Any]]"
 
 
@@ -235,7 +221,7 @@ class _Walk:
 
     def add(self, kind: str, path: str) -> None:
         assert kind in RULES, kind
-        self.found.append(Difference(kind, path))
+        self.found.append(Difference(kind, path, *RULES[kind]))
 
     def fits(self, original: Node, update: Node) -> bool:
         """Can ``update`` read what ``original`` wrote? (a trial: records nothing here)"""

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from google.protobuf import descriptor_pb2
 
 from logstore.schemas import errors
+from logstore.schemas.difference import Difference
 
 FDP = descriptor_pb2.FieldDescriptorProto
 Message = descriptor_pb2.DescriptorProto
@@ -86,21 +87,6 @@ SCALAR_GROUPS: dict[int, str] = {
 
 
 @dataclass(frozen=True)
-class Difference:
-    """One change from the original to the update: Confluent's type name and where (``#/M/3``)."""
-
-    type: str
-    path: str
-
-    @property
-    def compatible(self) -> bool:
-        return RULES[self.type][0]
-
-    def message(self) -> str:
-        return f'{{errorType:"{self.type}", description:"{RULES[self.type][1]}", path:"{self.path}"}}'
-
-
-@dataclass(frozen=True)
 class _Type:
     """A message or enum by its full name (without the leading dot), and its file's package."""
 
@@ -139,7 +125,7 @@ class _Walk:
 
     def add(self, kind: str, path: str) -> None:
         assert kind in RULES, kind
-        self.found.append(Difference(kind, path))
+        self.found.append(Difference(kind, path, *RULES[kind]))
 
     def types(self, omessages: Sequence[Message], oenums: Sequence[Enum], oprefix: str,
               umessages: Sequence[Message], uenums: Sequence[Enum], uprefix: str, path: str) -> None:  # fmt: skip

@@ -11,8 +11,6 @@ front of either and stops it after the test.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -30,6 +28,7 @@ from logstore.client.admin import (
 from logstore.console import ConsoleSettings
 from tests.kit.brokerkit import BrokerProcess, free_port
 from tests.kit.consolekit import ConsoleServer
+from tests.kit.saslkit import scram_acl_broker
 
 PASSWORDS = {"admin": "admin-pw", "dave": "dave-pw"}
 FAST = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
@@ -69,27 +68,14 @@ def plain_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslBroker]:
     directory = str(tmp_path_factory.mktemp("console-sasl"))
-    plain, sasl, metrics, registry = free_port(), free_port(), free_port(), free_port()
+    sasl, metrics, registry = free_port(), free_port(), free_port()
     overrides = {
         **FAST,
         "metrics.listener": f"http://127.0.0.1:{metrics}",
         "schema.registry.listeners": f"http://127.0.0.1:{registry}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:ANONYMOUS;User:admin",
     }
-    process = BrokerProcess(
-        os.path.join(directory, "data"), overrides, port=plain,
-        listeners=f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-    )  # fmt: skip
-    for user, password in PASSWORDS.items():
-        made = subprocess.run(
-            [sys.executable, "-m", "logstore", "users", "add", "--data-dir", process.data_dir, "--user", user,
-             "--password", password, "--mechanism", "SCRAM-SHA-512"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        assert made.returncode == 0, made.stderr
+    process = scram_acl_broker(directory, PASSWORDS, overrides, sasl)
     process.start()
     admin = AdminClient({"bootstrap.servers": process.bootstrap})
     try:

@@ -8,14 +8,18 @@ response or the connection closes (or stays silent) instead.
 
 from __future__ import annotations
 
+import os
 import ssl
 import struct
+import subprocess
+import sys
 from typing import Any
 
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
 from logstore.security.scram import MECHANISMS, ScramClient
+from tests.kit.brokerkit import BrokerProcess, free_port
 from tests.kit.wire import WireClient, encode_request, request_class
 
 
@@ -117,3 +121,31 @@ __all__ = [
     "metadata_request",
     "tls_context",
 ]
+
+
+def scram_acl_broker(
+    directory: str, passwords: dict[str, str], overrides: dict[str, str], sasl_port: int
+) -> BrokerProcess:
+    """A broker (not started) with a PLAINTEXT listener and a SASL_PLAINTEXT one on ``sasl_port``,
+    SCRAM-SHA-512 users ``passwords`` (user -> password) stored with ``logstore users add``, and the
+    ACL authorizer on; ``overrides`` on top (``super.users`` among them)."""
+    plain = free_port()
+    process = BrokerProcess(
+        os.path.join(directory, "data"),
+        {
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            **overrides,
+        },
+        port=plain,
+        listeners=f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+    )
+    for user, password in passwords.items():
+        made = subprocess.run(
+            [sys.executable, "-m", "logstore", "users", "add", "--data-dir", process.data_dir, "--user", user,
+             "--password", password, "--mechanism", "SCRAM-SHA-512"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+    return process

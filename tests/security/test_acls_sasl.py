@@ -9,9 +9,6 @@ manages the ACLs; an ACL for dave with a host that is not his is not his.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -29,6 +26,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.kit.brokerkit import BrokerProcess, free_port
+from tests.kit.saslkit import scram_acl_broker
 
 pytestmark = pytest.mark.integration
 
@@ -38,26 +36,13 @@ PASSWORDS = {"dave": "dave-pw", "erin": "erin-pw"}
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
     directory = str(tmp_path_factory.mktemp("acl-sasl"))
-    plain, sasl = free_port(), free_port()
+    sasl = free_port()
     overrides = {
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:ANONYMOUS",
         "group.initial.rebalance.delay.ms": "0",
         "offsets.topic.num.partitions": "2",
     }
-    process = BrokerProcess(
-        os.path.join(directory, "data"), overrides, port=plain,
-        listeners=f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-    )  # fmt: skip
-    for user, password in PASSWORDS.items():
-        made = subprocess.run(
-            [sys.executable, "-m", "logstore", "users", "add", "--data-dir", process.data_dir, "--user", user,
-             "--password", password, "--mechanism", "SCRAM-SHA-512"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        assert made.returncode == 0, made.stderr
+    process = scram_acl_broker(directory, PASSWORDS, overrides, sasl)
     process.start()
     admin = AdminClient({"bootstrap.servers": process.bootstrap})
     for future in admin.create_topics([NewTopic("paid", 1, 1)]).values():
